@@ -1,0 +1,104 @@
+"""Stage artifacts of one corpus partition, as Parquet tables (polars) and .npy matrices.
+
+Every asset writes its own files here and hands Dagster only metadata and a data version, so
+large values never go through an IO manager.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from .text import sha256_hex
+
+# Levels of the hierarchy that exist as assets; a corpus needing more is refused clearly.
+MAX_LEVELS = 5
+REPARTITION_LEVELS = (1, 2)
+
+
+@dataclass(frozen=True)
+class CorpusArtifacts:
+    root: Path
+
+    # -- generic I/O ---------------------------------------------------------------------------
+    def path(self, *parts: str) -> Path:
+        path = self.root.joinpath(*parts)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def write_table(self, name: str, frame: pl.DataFrame) -> Path:
+        path = self.path(name)
+        frame.write_parquet(path)
+        return path
+
+    def read_table(self, name: str) -> pl.DataFrame:
+        path = self.root / name
+        if not path.exists():
+            raise FileNotFoundError(f"artifact {path} is missing: materialize its upstream asset first")
+        return pl.read_parquet(path)
+
+    def write_matrix(self, name: str, matrix: np.ndarray) -> Path:
+        path = self.path(name)
+        np.save(path, matrix.astype(np.float32))
+        return path
+
+    def read_matrix(self, name: str) -> np.ndarray:
+        return np.load(self.root / name)
+
+    def write_json(self, name: str, data: Any) -> Path:
+        path = self.path(name)
+        path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False))
+        return path
+
+    def read_json(self, name: str) -> Any:
+        path = self.root / name
+        if not path.exists():
+            raise FileNotFoundError(f"artifact {path} is missing: materialize its upstream asset first")
+        return json.loads(path.read_text())
+
+    # -- per-level files -----------------------------------------------------------------------
+    @staticmethod
+    def level(level: int, name: str) -> str:
+        return f"level_{level}/{name}"
+
+    def level_status(self, level: int) -> dict:
+        return self.read_json(self.level(level, "status.json"))
+
+    def final_nodes(self, level: int) -> pl.DataFrame:
+        """A level's nodes after every stage that shapes it (repartition where it applies)."""
+        stage = "repartitioned" if level in REPARTITION_LEVELS else "summarised"
+        return self.read_table(self.level(level, f"{stage}.parquet"))
+
+    def final_placements(self, level: int) -> pl.DataFrame:
+        stage = "repartitioned" if level in REPARTITION_LEVELS else "clusters"
+        return self.read_table(self.level(level, f"{stage}_placements.parquet"))
+
+    def used_levels(self) -> list[int]:
+        return [lvl for lvl in range(1, MAX_LEVELS + 1) if (self.root / self.level(lvl, "status.json")).exists()
+                and self.level_status(lvl)["used"]]
+
+    # -- stage bookkeeping ---------------------------------------------------------------------
+    def record_stage(self, stage: str, started: float, **counts: Any) -> dict:
+        stats = {"seconds": round(time.perf_counter() - started, 3), **counts}
+        self.write_json(f"stages/{stage.replace('/', '__')}.json", stats)
+        return stats
+
+    def stage_records(self) -> dict[str, dict]:
+        folder = self.root / "stages"
+        return {p.stem.replace("__", "/"): json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))}
+
+
+def table_version(*frames: pl.DataFrame, extra: str = "") -> str:
+    """A data version from table content, so an unchanged output leaves downstream fresh."""
+    parts = [frame.write_ipc(None).getvalue() if frame.height else b"empty" for frame in frames]
+    return sha256_hex(*parts, extra)[:24]
+
+
+def matrix_version(matrix: np.ndarray) -> str:
+    return sha256_hex(np.ascontiguousarray(matrix).tobytes())[:24]

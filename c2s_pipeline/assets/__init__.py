@@ -1,0 +1,1 @@
+"""The compile stages as Dagster assets, partitioned by corpus."""

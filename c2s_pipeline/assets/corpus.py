@@ -1,0 +1,98 @@
+"""documents → doc_cards → doc_embeddings: the per-document stages."""
+
+
+from pathlib import Path
+
+import polars as pl
+from dagster import AssetExecutionContext, Failure, MetadataValue, asset
+
+from ..artifacts import matrix_version, table_version
+from ..encoder import embed_with_cache
+from ..ingest import CorpusError, as_rows, read_corpus
+from ..llm.schemas import Card, CardInput
+from ..partitions import corpus_partitions
+from ..resources import EncoderResource, LLMResource, WorkspaceResource
+from ._stage import LLM_RETRY, Stage, markdown_table
+
+CARD_TEXT_CHARS = 4000  # what a card prompt sees of a document
+EMBED_TEXT_CHARS = 2000  # document text embedded after its card (the encoder reads ~256 tokens)
+
+
+@asset(partitions_def=corpus_partitions, group_name="ingest", code_version="documents-1", kinds={"polars"})
+def documents(context: AssetExecutionContext, workspace: WorkspaceResource):
+    """Every input file or record: accepted documents with stable ids and content hashes, plus
+    each rejected input with its file, line and reason, and duplicate texts."""
+    stage = Stage("documents", context, workspace)
+    spec, art = stage.corpus, stage.artifacts
+    try:
+        result = read_corpus(Path(spec.source))
+    except CorpusError as exc:
+        raise Failure(description=str(exc)) from exc
+    rejected = pl.DataFrame(as_rows(result.rejected), schema={"source": pl.String, "reason": pl.String})
+    duplicates = pl.DataFrame(as_rows(result.duplicates),
+                              schema={"doc_id": pl.String, "source": pl.String, "duplicate_of": pl.String})
+    docs = pl.DataFrame(as_rows(result.documents), schema={
+        "doc_id": pl.String, "title": pl.String, "text": pl.String, "source": pl.String, "content_hash": pl.String})
+    art.write_table("rejected.parquet", rejected)
+    art.write_table("duplicates.parquet", duplicates)
+    art.write_json("ingest.json", result.summary())
+    if docs.height == 0:
+        reasons = "; ".join(f"{r.source}: {r.reason}" for r in result.rejected[:5])
+        raise Failure(description=f"no documents accepted from {spec.source}"
+                      + (f" ({len(result.rejected)} rejected: {reasons})" if reasons else " (no input files found)"))
+    if docs.height < spec.p:
+        raise Failure(description=f"corpus '{spec.name}' has {docs.height} documents, fewer than the branching "
+                      f"ratio p={spec.p}: nothing to cluster; lower --p or add documents")
+    art.write_table("documents.parquet", docs)
+    return stage.done(
+        table_version(docs, rejected, duplicates),
+        {
+            **{k: v for k, v in result.summary().items()},
+            "total_chars": int(docs["text"].str.len_chars().sum()),
+            "rejected_inputs": markdown_table(as_rows(result.rejected)),
+            "source": spec.source,
+        },
+    )
+
+
+@asset(partitions_def=corpus_partitions, group_name="ingest", deps=[documents], code_version="doc_cards-1",
+       pool="llm", retry_policy=LLM_RETRY)
+def doc_cards(context: AssetExecutionContext, workspace: WorkspaceResource, llm: LLMResource):
+    """One summary card per document: title, one-line description, ≤4 key phrases. The card is
+    embedded with the text and becomes the document's row in INDEX.md."""
+    stage = Stage("doc_cards", context, workspace)
+    art = stage.artifacts
+    docs = art.read_table("documents.parquet")
+    items = [CardInput(doc_id=d, title=t, text=x[:CARD_TEXT_CHARS])
+             for d, t, x in docs.select("doc_id", "title", "text").iter_rows()]
+    cards = stage.runner(llm, "doc_cards-1").run("card", items, Card)
+    frame = pl.DataFrame({
+        "doc_id": docs["doc_id"],
+        "title": [c.title for c in cards],
+        "one_line": [c.one_line for c in cards],
+        "phrases": [c.phrases for c in cards],
+    }, schema={"doc_id": pl.String, "title": pl.String, "one_line": pl.String, "phrases": pl.List(pl.String)})
+    art.write_table("cards.parquet", frame)
+    preview = [{"doc_id": r["doc_id"][:24], "title": r["title"], "one_line": r["one_line"][:80]}
+               for r in frame.head(10).iter_rows(named=True)]
+    return stage.done(table_version(frame), {"cards": frame.height, "preview": markdown_table(preview)})
+
+
+def embedding_text(title: str, one_line: str, phrases: list[str], text: str) -> str:
+    return f"{title}. {one_line} {'; '.join(phrases)}\n{text[:EMBED_TEXT_CHARS]}"
+
+
+@asset(partitions_def=corpus_partitions, group_name="ingest", deps=[doc_cards], code_version="doc_embeddings-1",
+       kinds={"numpy"})
+def doc_embeddings(context: AssetExecutionContext, workspace: WorkspaceResource, encoder: EncoderResource):
+    """Each document's card + truncated text embedded and L2-normalised (rows in document order)."""
+    stage = Stage("doc_embeddings", context, workspace)
+    art = stage.artifacts
+    docs = art.read_table("documents.parquet")
+    cards = art.read_table("cards.parquet")
+    texts = [embedding_text(c["title"], c["one_line"], c["phrases"], text)
+             for c, text in zip(cards.iter_rows(named=True), docs["text"])]
+    vectors = embed_with_cache(encoder.encoder, workspace.workspace.cache, texts, stage.embeddings, stage.progress)
+    art.write_matrix("doc_vectors.npy", vectors)
+    return stage.done(matrix_version(vectors), {"shape": MetadataValue.text(str(vectors.shape)),
+                                                "encoder": encoder.model})

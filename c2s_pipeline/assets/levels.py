@@ -1,0 +1,386 @@
+"""The bottom-up hierarchy, one asset per stage and level: clusters/level_L → summaries/level_L
+(→ repartition/level_L on levels 1 and 2) → clusters/level_{L+1} …
+
+The number of levels a corpus needs is data-dependent (≈ ceil(log_p N)), so the graph holds a
+fixed maximum of levels and a level above the top one materializes as "unused" and passes
+through. The lineage graph thus shows the method's real order of work: a level's summaries feed
+the next level's embeddings.
+"""
+
+
+import numpy as np
+import polars as pl
+from dagster import AssetExecutionContext, AssetKey, AssetsDefinition, Failure, MetadataValue, asset
+
+from .. import hierarchy
+from ..artifacts import MAX_LEVELS, REPARTITION_LEVELS, CorpusArtifacts, matrix_version, table_version
+from ..encoder import embed_with_cache
+from ..llm.schemas import (
+    ClusterInput,
+    ClusterSummary,
+    MemberExcerpt,
+    RepartitionCluster,
+    RepartitionInput,
+    RepartitionVerdict,
+    SimilarPair,
+)
+from ..partitions import corpus_partitions
+from ..resources import EncoderResource, LLMResource, WorkspaceResource
+from ..text import clip
+from ._stage import LLM_RETRY, Stage, markdown_table
+
+LEVEL1_MEMBERS, LEVEL1_CHARS = 15, 600  # level-1 summaries read ≤15 documents × 600 chars
+UPPER_MEMBERS, UPPER_CHARS = 20, 300  # higher levels read ≤20 child summaries × 300 chars
+REPARTITION_BATCH = 60
+NEXT_LEVEL_EXCERPTS = 3  # member excerpts embedded with a cluster's summary for the next level
+
+CLUSTERS_VERSION = "clusters-1"
+SUMMARIES_VERSION = "summaries-1"
+REPARTITION_VERSION = "repartition-1"
+
+
+def clusters_key(level: int) -> AssetKey:
+    return AssetKey(["clusters", f"level_{level}"])
+
+
+def summaries_key(level: int) -> AssetKey:
+    return AssetKey(["summaries", f"level_{level}"])
+
+
+def repartition_key(level: int) -> AssetKey:
+    return AssetKey(["repartition", f"level_{level}"])
+
+
+def final_key(level: int) -> AssetKey:
+    """The asset whose output is a level's finished nodes."""
+    return repartition_key(level) if level in REPARTITION_LEVELS else summaries_key(level)
+
+
+# -- level items: what gets clustered at each level ---------------------------------------------
+
+def level_items(art: CorpusArtifacts, level: int) -> tuple[list[str], list[str]]:
+    """(item ids, item titles) of a level: documents at level 1, the level below's nodes above."""
+    if level == 1:
+        cards = art.read_table("cards.parquet")
+        return cards["doc_id"].to_list(), cards["title"].to_list()
+    nodes = art.final_nodes(level - 1)
+    return nodes["node_id"].to_list(), nodes["title"].to_list()
+
+
+def node_embedding_texts(art: CorpusArtifacts, level: int) -> list[str]:
+    """A finished node of ``level`` as embedded for the next level: summary + member excerpts."""
+    nodes = art.final_nodes(level)
+    if level == 1:
+        cards = art.read_table("cards.parquet")
+        excerpt = {d: f"{t}: {o}" for d, t, o in cards.select("doc_id", "title", "one_line").iter_rows()}
+    else:
+        below = art.final_nodes(level - 1)
+        excerpt = {n: f"{t}: {d}" for n, t, d in below.select("node_id", "title", "description").iter_rows()}
+    return [
+        f"{title}. {summary}\n" + "\n".join(excerpt[m] for m in members[:NEXT_LEVEL_EXCERPTS])
+        for title, summary, members in nodes.select("title", "summary", "members").iter_rows()
+    ]
+
+
+def cluster_inputs(art: CorpusArtifacts, level: int, groups: list[tuple[str, list[str]]],
+                   vectors: np.ndarray, item_index: dict[str, int]) -> list[ClusterInput]:
+    """What a summary reads: members nearest the centroid first, within the level's budget."""
+    if level == 1:
+        docs = art.read_table("documents.parquet")
+        cards = art.read_table("cards.parquet")
+        text = dict(zip(docs["doc_id"], docs["text"]))
+        info = {d: (t, f"{o} {x}") for d, t, o, x in zip(cards["doc_id"], cards["title"], cards["one_line"],
+                                                          (text[d] for d in cards["doc_id"]))}
+        sizes = {d: 1 for d in info}
+        limit, chars = LEVEL1_MEMBERS, LEVEL1_CHARS
+    else:
+        below = art.final_nodes(level - 1)
+        info = {n: (t, s) for n, t, s in below.select("node_id", "title", "summary").iter_rows()}
+        sizes = dict(zip(below["node_id"], below["size"]))
+        limit, chars = UPPER_MEMBERS, UPPER_CHARS
+    inputs = []
+    for node_id, members in groups:
+        idx = [item_index[m] for m in members]
+        centre = hierarchy.centroids(vectors, [idx])[0]
+        order = [members[i] for i in np.argsort(-(vectors[idx] @ centre), kind="stable")]
+        inputs.append(ClusterInput(
+            cluster_id=node_id,
+            level=level,
+            size=sum(sizes[m] for m in members),
+            members=[MemberExcerpt(item_id=m, title=info[m][0], text=clip(info[m][1], chars)) for m in order[:limit]],
+            member_titles=[info[m][0] for m in order],
+        ))
+    return inputs
+
+
+def summary_rows(groups: list[tuple[str, list[str]]], inputs: list[ClusterInput],
+                 summaries: list[ClusterSummary]) -> pl.DataFrame:
+    return pl.DataFrame({
+        "node_id": [g[0] for g in groups],
+        "members": [g[1] for g in groups],
+        "size": [i.size for i in inputs],
+        "title": [s.title for s in summaries],
+        "description": [s.description for s in summaries],
+        "summary": [s.summary for s in summaries],
+        "label": [s.label for s in summaries],
+        "key_terms": [s.key_terms for s in summaries],
+    }, schema={"node_id": pl.String, "members": pl.List(pl.String), "size": pl.Int64, "title": pl.String,
+               "description": pl.String, "summary": pl.String, "label": pl.String, "key_terms": pl.List(pl.String)})
+
+
+def placement_rows(placements: list[hierarchy.Placement], item_ids: list[str], node_ids: list[str]) -> pl.DataFrame:
+    return pl.DataFrame({
+        "item_id": [item_ids[p.item] for p in placements],
+        "node_id": [node_ids[p.primary] for p in placements],
+        "similarity": [p.similarity for p in placements],
+        "runner_up": [node_ids[p.runner_up] if p.runner_up is not None else None for p in placements],
+        "runner_up_similarity": [p.runner_up_similarity for p in placements],
+    }, schema={"item_id": pl.String, "node_id": pl.String, "similarity": pl.Float64,
+               "runner_up": pl.String, "runner_up_similarity": pl.Float64})
+
+
+def _unused(stage: Stage, level: int, why: str):
+    stage.artifacts.write_json(CorpusArtifacts.level(level, "status.json"), {"used": False, "why": why})
+    return stage.done(f"unused-{level}", {"used": False, "why": why})
+
+
+def _groups_of(frame: pl.DataFrame) -> list[tuple[str, list[str]]]:
+    return list(zip(frame["node_id"].to_list(), frame["members"].to_list()))
+
+
+# -- the asset factories ---------------------------------------------------------------------------
+
+def build_clusters(level: int) -> AssetsDefinition:
+    upstream = AssetKey("doc_embeddings") if level == 1 else final_key(level - 1)
+
+    @asset(key=clusters_key(level), partitions_def=corpus_partitions, group_name="hierarchy", deps=[upstream],
+           code_version=CLUSTERS_VERSION, kinds={"scikitlearn"})
+    def _clusters(context: AssetExecutionContext, workspace: WorkspaceResource, encoder: EncoderResource):
+        stage = Stage(f"clusters/level_{level}", context, workspace)
+        spec, art = stage.corpus, stage.artifacts
+        if level == 1:
+            vectors = art.read_matrix("doc_vectors.npy")
+        else:
+            below = art.level_status(level - 1)
+            if not below["used"] or below["top"]:
+                return _unused(stage, level, f"level {level - 1} is the top level" if below["used"] else below["why"])
+            texts = node_embedding_texts(art, level - 1)
+            vectors = embed_with_cache(encoder.encoder, workspace.workspace.cache, texts, stage.embeddings,
+                                       stage.progress)
+        item_ids, _ = level_items(art, level)
+        n_clusters = hierarchy.cluster_count(len(item_ids), spec.p)
+        top = n_clusters < spec.k
+        if level == MAX_LEVELS and not top:
+            raise Failure(description=f"corpus '{spec.name}' needs more than {MAX_LEVELS} levels at p={spec.p}, "
+                          f"k={spec.k} ({len(item_ids)} items at level {level}); raise --p or --k")
+        labels = hierarchy.kmeans(vectors, n_clusters)
+        node_ids = [f"L{level}-{i:04d}" for i in range(n_clusters)]
+        groups = [[int(i) for i in np.flatnonzero(labels == c)] for c in range(n_clusters)]
+        placements = hierarchy.place(vectors, groups, spec.tau)
+        clusters = pl.DataFrame({"node_id": node_ids, "members": [[item_ids[i] for i in g] for g in groups]},
+                                schema={"node_id": pl.String, "members": pl.List(pl.String)})
+        place_frame = placement_rows(placements, item_ids, node_ids)
+        art.write_matrix(art.level(level, "items.npy"), vectors)
+        art.write_table(art.level(level, "clusters.parquet"), clusters)
+        art.write_table(art.level(level, "clusters_placements.parquet"), place_frame)
+        status = {"used": True, "top": top, "items": len(item_ids), "clusters": n_clusters}
+        art.write_json(art.level(level, "status.json"), status)
+        sizes = [len(g) for g in groups]
+        return stage.done(
+            table_version(clusters, place_frame, extra=matrix_version(vectors)),
+            {**status, "soft_assigned": int(place_frame["runner_up"].is_not_null().sum()),
+             "largest_cluster": max(sizes), "smallest_cluster": min(sizes)},
+        )
+
+    return _clusters
+
+
+def build_summaries(level: int) -> AssetsDefinition:
+    @asset(key=summaries_key(level), partitions_def=corpus_partitions, group_name="hierarchy",
+           deps=[clusters_key(level)], code_version=SUMMARIES_VERSION, pool="llm", retry_policy=LLM_RETRY)
+    def _summaries(context: AssetExecutionContext, workspace: WorkspaceResource, llm: LLMResource):
+        stage = Stage(f"summaries/level_{level}", context, workspace)
+        art = stage.artifacts
+        status = art.level_status(level)
+        if not status["used"]:
+            return stage.done(f"unused-{level}", {"used": False})
+        item_ids, _ = level_items(art, level)
+        vectors = art.read_matrix(art.level(level, "items.npy"))
+        groups = _groups_of(art.read_table(art.level(level, "clusters.parquet")))
+        inputs = cluster_inputs(art, level, groups, vectors, {m: i for i, m in enumerate(item_ids)})
+        summaries = stage.runner(llm, SUMMARIES_VERSION).run("summary", inputs, ClusterSummary)
+        frame = summary_rows(groups, inputs, summaries)
+        art.write_table(art.level(level, "summarised.parquet"), frame)
+        preview = [{"node": r["node_id"], "label": r["label"], "docs": r["size"], "description": r["description"][:120]}
+                   for r in frame.iter_rows(named=True)]
+        return stage.done(table_version(frame), {"clusters": frame.height, "summaries": markdown_table(preview)})
+
+    return _summaries
+
+
+def build_repartition(level: int) -> AssetsDefinition:
+    @asset(key=repartition_key(level), partitions_def=corpus_partitions, group_name="hierarchy",
+           deps=[summaries_key(level)], code_version=REPARTITION_VERSION, pool="llm", retry_policy=LLM_RETRY)
+    def _repartition(context: AssetExecutionContext, workspace: WorkspaceResource, llm: LLMResource):
+        """Verify-and-repartition: siblings judged in batches of ≤60 for confusable pairs and mixed
+        clusters; each cluster is touched at most once, and touched clusters are re-summarised."""
+        stage = Stage(f"repartition/level_{level}", context, workspace)
+        spec, art = stage.corpus, stage.artifacts
+        status = art.level_status(level)
+        if not status["used"]:
+            return stage.done(f"unused-{level}", {"used": False})
+        item_ids, _ = level_items(art, level)
+        item_index = {m: i for i, m in enumerate(item_ids)}
+        vectors = art.read_matrix(art.level(level, "items.npy"))
+        summarised = art.read_table(art.level(level, "summarised.parquet"))
+        groups = _groups_of(summarised)
+        idx_groups = [[item_index[m] for m in members] for _, members in groups]
+        requests = _repartition_requests(spec.p, level, summarised, vectors, idx_groups)
+        runner = stage.runner(llm, REPARTITION_VERSION)
+        verdicts = runner.run("repartition", requests, RepartitionVerdict)
+        outcome = apply_verdicts(groups, verdicts, vectors, item_index, spec.p,
+                                 max_clusters=spec.k - 1 if status["top"] else None)
+        for warning in outcome.ignored:
+            context.log.warning(f"repartition/level_{level}: ignored {warning}")
+        final_groups = outcome.groups
+        inputs = cluster_inputs(art, level, final_groups, vectors, item_index)
+        old = {r["node_id"]: r for r in summarised.iter_rows(named=True)}
+        touched = [i for i, (node_id, members) in enumerate(final_groups)
+                   if node_id in outcome.touched or node_id not in old]
+        fresh = dict(zip(touched, runner.run("summary", inputs, ClusterSummary, targets=touched)))
+        summaries = [fresh.get(i) or ClusterSummary(**{k: old[g[0]][k] for k in ClusterSummary.model_fields})
+                     for i, g in enumerate(final_groups)]
+        frame = summary_rows(final_groups, inputs, summaries)
+        node_ids = [g[0] for g in final_groups]
+        placements = hierarchy.place(vectors, [[item_index[m] for m in g[1]] for g in final_groups], spec.tau)
+        place_frame = placement_rows(placements, item_ids, node_ids)
+        art.write_table(art.level(level, "repartitioned.parquet"), frame)
+        art.write_table(art.level(level, "repartitioned_placements.parquet"), place_frame)
+        report = outcome.report()
+        return stage.done(table_version(frame, place_frame),
+                          {**report, "clusters": frame.height,
+                           "soft_assigned": int(place_frame["runner_up"].is_not_null().sum()),
+                           "notes": MetadataValue.md("\n".join(f"- {v.notes}" for v in verdicts if v.notes) or "_none_")})
+
+    return _repartition
+
+
+def _repartition_requests(p: int, level: int, summarised: pl.DataFrame, vectors: np.ndarray,
+                          idx_groups: list[list[int]]) -> list[RepartitionInput]:
+    """The embedding evidence (cohesion, nearest sibling centroids) beside each batch's summaries."""
+    cohesion = hierarchy.cohesion(vectors, idx_groups)
+    pairs = hierarchy.similar_pairs(vectors, idx_groups)
+    rows = list(summarised.iter_rows(named=True))
+    requests = []
+    for batch in hierarchy.proximity_batches(vectors, idx_groups, REPARTITION_BATCH):
+        inside = set(batch)
+        requests.append(RepartitionInput(
+            level=level,
+            branching=p,
+            clusters=[RepartitionCluster(cluster_id=rows[i]["node_id"], title=rows[i]["title"],
+                                         summary=rows[i]["summary"], size=len(idx_groups[i]),
+                                         cohesion=round(cohesion[i], 4), member_ids=rows[i]["members"],
+                                         member_titles=[]) for i in batch],
+            similar_pairs=[SimilarPair(a=rows[a]["node_id"], b=rows[b]["node_id"], similarity=round(s, 4))
+                           for a, b, s in pairs if a in inside and b in inside],
+        ))
+    return requests
+
+
+class RepartitionOutcome:
+    def __init__(self, groups: list[tuple[str, list[str]]]):
+        self.groups = groups
+        self.touched: set[str] = set()
+        self.ignored: list[str] = []
+        self.counts = {"moves": 0, "merges": 0, "splits": 0, "rebalanced_pairs": 0}
+
+    def report(self) -> dict:
+        return {**self.counts, "touched_clusters": len(self.touched), "ignored_instructions": len(self.ignored)}
+
+
+def apply_verdicts(groups: list[tuple[str, list[str]]], verdicts: list[RepartitionVerdict], vectors: np.ndarray,
+                   item_index: dict[str, int], p: int, max_clusters: int | None) -> RepartitionOutcome:
+    """Apply id-level moves, re-split mixed clusters, merge (or rebalance) confusable pairs.
+    A cluster is touched at most once per compile; instructions naming unknown ids are ignored
+    and reported, never guessed at."""
+    members = {node_id: list(m) for node_id, m in groups}
+    order = [node_id for node_id, _ in groups]
+    outcome = RepartitionOutcome([])
+    next_id = len(order)
+    level_prefix = order[0].split("-")[0]
+
+    def fresh_id() -> str:
+        nonlocal next_id
+        while f"{level_prefix}-{next_id:04d}" in members:
+            next_id += 1
+        return f"{level_prefix}-{next_id:04d}"
+
+    where = {m: node_id for node_id, ms in members.items() for m in ms}
+    for verdict in verdicts:
+        touched_now: set[str] = set()
+        for move in verdict.moves:
+            source = where.get(move.item_id)
+            if source is None or move.to_cluster not in members:
+                outcome.ignored.append(f"move of unknown item or to unknown cluster: {move.item_id} → {move.to_cluster}")
+                continue
+            if source == move.to_cluster or {source, move.to_cluster} & outcome.touched or len(members[source]) == 1:
+                continue
+            members[source].remove(move.item_id)
+            members[move.to_cluster].append(move.item_id)
+            where[move.item_id] = move.to_cluster
+            touched_now |= {source, move.to_cluster}
+            outcome.counts["moves"] += 1
+        for node_id in verdict.mixed:
+            if node_id not in members:
+                outcome.ignored.append(f"mixed verdict for unknown cluster {node_id}")
+                continue
+            if node_id in outcome.touched | touched_now or len(members[node_id]) < 4:
+                continue
+            if max_clusters is not None and len(members) + 1 > max_clusters:
+                continue  # a split would push the top level to k clusters or more
+            keep, split = hierarchy.split_in_two(vectors, [item_index[m] for m in members[node_id]])
+            new_id = fresh_id()
+            ids = {item_index[m]: m for m in members[node_id]}
+            members[node_id] = [ids[i] for i in keep]
+            members[new_id] = [ids[i] for i in split]
+            order.append(new_id)
+            for m in members[new_id]:
+                where[m] = new_id
+            touched_now |= {node_id, new_id}
+            outcome.counts["splits"] += 1
+        for a, b in verdict.confusable:
+            if a not in members or b not in members:
+                outcome.ignored.append(f"confusable pair with unknown cluster: {a}, {b}")
+                continue
+            if {a, b} & (outcome.touched | touched_now) or a == b:
+                continue
+            union = members[a] + members[b]
+            if len(union) <= 2 * p:
+                members[a] = union
+                del members[b]
+                order.remove(b)
+                for m in union:
+                    where[m] = a
+                outcome.counts["merges"] += 1
+            else:
+                ids = {item_index[m]: m for m in union}
+                first, second = hierarchy.split_in_two(vectors, list(ids))
+                members[a], members[b] = [ids[i] for i in first], [ids[i] for i in second]
+                for node_id in (a, b):
+                    for m in members[node_id]:
+                        where[m] = node_id
+                outcome.counts["rebalanced_pairs"] += 1
+            touched_now |= {a, b}
+        outcome.touched |= touched_now
+    outcome.groups = [(node_id, members[node_id]) for node_id in order if members.get(node_id)]
+    outcome.touched &= {g[0] for g in outcome.groups}
+    return outcome
+
+
+def level_assets() -> list[AssetsDefinition]:
+    assets = []
+    for level in range(1, MAX_LEVELS + 1):
+        assets += [build_clusters(level), build_summaries(level)]
+        if level in REPARTITION_LEVELS:
+            assets.append(build_repartition(level))
+    return assets

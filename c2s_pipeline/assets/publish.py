@@ -1,0 +1,259 @@
+"""entities → skill_tree: entity index and related skills, then the rendered, checked,
+atomically published tree with its manifest and document store."""
+
+
+import json
+import math
+import re
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    AssetKey,
+    Failure,
+    MetadataValue,
+    asset,
+)
+
+from .. import __version__
+from ..artifacts import MAX_LEVELS, CorpusArtifacts, table_version
+from ..docstore import StoredDocument, write_document_store
+from ..layout import DOCUMENT_STORE_FILE, ENTITY_INDEX_FILE, MANIFEST_FILE
+from ..llm.schemas import Entities, EntitiesInput
+from ..partitions import corpus_partitions
+from ..publish import publish, staging_dir
+from ..render import DocCard, NodeExtras, doc_stub, group_stub, render_node
+from ..resources import EncoderResource, LLMResource, WorkspaceResource
+from ..text import clip
+from ..tree import Forest, Node, build_forest
+from ..validate import check_tree
+from ._stage import LLM_RETRY, Stage, markdown_table
+from .levels import final_key
+
+ENTITY_TEXTS, ENTITY_CHARS = 30, 600
+EXEMPLARS = 3
+RELATED_SKILLS = 3
+SKILL_ENTITIES_SHOWN = 8
+ENTITIES_VERSION = "entities-1"
+CHECKS = {
+    "every_document_placed_once": "every accepted document is a primary row of exactly one leaf",
+    "frontmatter_valid": "nav-file frontmatter passes the Agent Skills rules",
+    "nav_file_sizes": "nav-file sizes; warns above 2 KB",
+    "depth_within_bound": "tree depth ≤ ceil(log_p N) + 1",
+    "no_empty_cluster": "every nav file lists documents or sub-groups",
+    "sibling_labels_unique": "labels unique among siblings",
+}
+
+
+def _entity_texts(node: Node, cards: dict, texts: dict, found: dict[str, Entities]) -> list[str]:
+    if node.level == 1:
+        return [f"{cards[d].title}. {cards[d].one_line} {clip(texts[d], ENTITY_CHARS)}" for d in node.members[:ENTITY_TEXTS]]
+    return [f"{c.title}. {c.summary} Entities: {', '.join(found[c.node_id].entities)}" for c in node.children]
+
+
+def _mentions(entity: str, texts: list[str]) -> int:
+    pattern = re.compile(rf"(?<!\w){re.escape(entity)}(?!\w)")
+    return sum(1 for t in texts if pattern.search(t))
+
+
+@asset(partitions_def=corpus_partitions, group_name="publish", deps=[final_key(l) for l in range(1, MAX_LEVELS + 1)],
+       code_version=ENTITIES_VERSION, pool="llm", retry_policy=LLM_RETRY)
+def entities(context: AssetExecutionContext, workspace: WorkspaceResource, llm: LLMResource):
+    """≤12 named entities and ≤4 document types per cluster, bottom-up; the top-level skills'
+    related skills by entity Jaccard overlap."""
+    stage = Stage("entities", context, workspace)
+    art = stage.artifacts
+    forest = build_forest(art)
+    cards, texts = _cards(art), _texts(art)
+    runner = stage.runner(llm, ENTITIES_VERSION)
+    found: dict[str, Entities] = {}
+    rows = []
+    for level in sorted({n.level for n in forest.nodes()}):
+        nodes = sorted((n for n in forest.nodes() if n.level == level), key=lambda n: n.node_id)
+        node_texts = [_entity_texts(n, cards, texts, found) for n in nodes]
+        inputs = [EntitiesInput(cluster_id=n.node_id, level=level, title=n.title, summary=n.summary, texts=t)
+                  for n, t in zip(nodes, node_texts)]
+        for node, result, t in zip(nodes, runner.run("entities", inputs, Entities), node_texts):
+            found[node.node_id] = result
+            rows.append({"node_id": node.node_id, "level": level, "entities": result.entities,
+                         "mentions": [max(1, _mentions(e, [node.summary, *t])) for e in result.entities],
+                         "doc_types": result.doc_types})
+    frame = pl.DataFrame(rows, schema={"node_id": pl.String, "level": pl.Int64, "entities": pl.List(pl.String),
+                                       "mentions": pl.List(pl.Int64), "doc_types": pl.List(pl.String)})
+    related = related_skills(forest, found)
+    art.write_table("entities.parquet", frame)
+    art.write_json("related.json", related)
+    distinct = {e for r in rows for e in r["entities"]}
+    return stage.done(table_version(frame, extra=json.dumps(related, sort_keys=True)), {
+        "distinct_entities": len(distinct),
+        "index_entries": sum(len(r["entities"]) for r in rows),
+        "skill_entities": markdown_table([{"node": r["node_id"], "entities": ", ".join(r["entities"][:8])}
+                                          for r in rows if r["level"] == forest.skills[0].level]),
+    })
+
+
+def related_skills(forest: Forest, found: dict[str, Entities]) -> dict[str, list[list]]:
+    """Each skill's top siblings by Jaccard overlap of the entities across its whole subtree."""
+    bags = {s.node_id: {e for n in s.walk() for e in found[n.node_id].entities} for s in forest.skills}
+    out = {}
+    for skill in forest.skills:
+        scored = []
+        for other in forest.skills:
+            if other is skill:
+                continue
+            shared = bags[skill.node_id] & bags[other.node_id]
+            union = bags[skill.node_id] | bags[other.node_id]
+            if shared:
+                scored.append((len(shared) / len(union), other.node_id, sorted(shared)))
+        scored.sort(key=lambda t: (-t[0], t[1]))
+        out[skill.node_id] = [[node_id, shared, round(score, 4)] for score, node_id, shared in scored[:RELATED_SKILLS]]
+    return out
+
+
+def _cards(art: CorpusArtifacts) -> dict[str, DocCard]:
+    frame = art.read_table("cards.parquet")
+    return {r["doc_id"]: DocCard(r["doc_id"], r["title"], r["one_line"], list(r["phrases"]))
+            for r in frame.iter_rows(named=True)}
+
+
+def _texts(art: CorpusArtifacts) -> dict[str, str]:
+    docs = art.read_table("documents.parquet")
+    return dict(zip(docs["doc_id"], docs["text"]))
+
+
+def _extras(forest: Forest, art: CorpusArtifacts, cards: dict[str, DocCard]) -> dict[str, NodeExtras]:
+    extras = {n.node_id: NodeExtras() for n in forest.nodes()}
+    doc_leaf = {d: n for n in forest.nodes() if n.level == 1 for d in n.members}
+    for level in art.used_levels():
+        for item, runner_up in art.final_placements(level).filter(pl.col("runner_up").is_not_null()).select(
+                "item_id", "runner_up").iter_rows():
+            if level == 1:
+                extras[runner_up].see_also.append(doc_stub(cards[item], doc_leaf[item].nav_file))
+            else:
+                extras[runner_up].see_also.append(group_stub(forest.by_id[item]))
+    docs = art.read_table("documents.parquet")["doc_id"].to_list()
+    row = {d: i for i, d in enumerate(docs)}
+    vectors = art.read_matrix("doc_vectors.npy")
+    for node in forest.nodes():
+        if node.level > 1:
+            ids = node.documents()
+            block = vectors[[row[d] for d in ids]]
+            centre = block.mean(axis=0)
+            centre /= np.linalg.norm(centre) or 1.0
+            extras[node.node_id].examples = [ids[i] for i in np.argsort(-(block @ centre), kind="stable")[:EXEMPLARS]]
+    found = art.read_table("entities.parquet")
+    ents = dict(zip(found["node_id"], found["entities"]))
+    for skill_id, related in art.read_json("related.json").items():
+        extras[skill_id].related = [(node_id, shared) for node_id, shared, _ in related]
+        extras[skill_id].entities = list(ents[skill_id])[:SKILL_ENTITIES_SHOWN]
+    return extras
+
+
+def _entity_index(forest: Forest, art: CorpusArtifacts) -> dict[str, list[dict]]:
+    found = art.read_table("entities.parquet")
+    index: dict[str, list[dict]] = defaultdict(list)
+    for node_id, names, mentions in found.select("node_id", "entities", "mentions").iter_rows():
+        for name, count in zip(names, mentions):
+            index[name].append({"path": forest.by_id[node_id].nav_file, "mentions": count})
+    ordered = sorted(index.items(), key=lambda kv: (-sum(e["mentions"] for e in kv[1]), kv[0]))
+    return {name: sorted(entries, key=lambda e: (-e["mentions"], e["path"])) for name, entries in ordered}
+
+
+@asset(partitions_def=corpus_partitions, group_name="publish", deps=[entities], code_version="skill_tree-1",
+       check_specs=[AssetCheckSpec(name, asset="skill_tree", description=d) for name, d in CHECKS.items()],
+       kinds={"markdown"})
+def skill_tree(context: AssetExecutionContext, workspace: WorkspaceResource, llm: LLMResource,
+               encoder: EncoderResource):
+    """The rendered forest (SKILL.md / INDEX.md), entity_index.json, the document store and
+    manifest.json, checked, then swapped in atomically at the corpus's output path."""
+    stage = Stage("skill_tree", context, workspace)
+    spec, art = stage.corpus, stage.artifacts
+    forest = build_forest(art)
+    cards = _cards(art)
+    extras = _extras(forest, art, cards)
+    out = Path(spec.out)
+    staged = staging_dir(out)
+    try:
+        files = {n.nav_file: render_node(n, cards, extras[n.node_id], forest) for n in forest.nodes()}
+        for rel, text in files.items():
+            path = staged / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        index = _entity_index(forest, art)
+        (staged / ENTITY_INDEX_FILE).write_text(json.dumps(index, indent=1, ensure_ascii=False), encoding="utf-8")
+        docs = art.read_table("documents.parquet")
+        write_document_store(staged / DOCUMENT_STORE_FILE, (
+            StoredDocument(d, cards[d].title, text, h, src)
+            for d, text, h, src in docs.select("doc_id", "text", "content_hash", "source").iter_rows()))
+        outcomes = check_tree(staged, docs["doc_id"].to_list(), spec.p)
+        failed = [o for o in outcomes if o.blocking and not o.passed]
+        if failed:
+            raise Failure(description="the rendered tree failed its checks and was not published: "
+                          + "; ".join(f"{o.name}: {o.description}" for o in failed))
+        manifest = build_manifest(spec, art, forest, files, index, outcomes, llm, encoder, stage)
+        (staged / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
+        publish(staged, out)
+    except BaseException:
+        if staged.exists():
+            import shutil
+
+            shutil.rmtree(staged, ignore_errors=True)
+        raise
+    stats = manifest["stats"]
+    preview = "\n".join(f"- **{s['name']}** ({s['documents']} docs): {s['description']}" for s in manifest["skills"])
+    return stage.done(
+        table_version(pl.DataFrame({"path": list(files), "text": list(files.values())})),
+        {"out": MetadataValue.path(str(out)), "skills": stats["skills"], "levels": stats["levels"],
+         "nav_files": stats["nav_files"], "see_stubs": stats["see_stubs"],
+         "entity_index_entries": stats["entity_index_entries"], "largest_nav_bytes": stats["nav_bytes"]["max"],
+         "p95_nav_bytes": stats["nav_bytes"]["p95"], "top_level_skills": MetadataValue.md(preview)},
+        check_results=[AssetCheckResult(check_name=o.name, passed=o.passed, description=o.description,
+                                        metadata=o.metadata, severity=AssetCheckSeverity.WARN if not o.blocking
+                                        else AssetCheckSeverity.ERROR) for o in outcomes],
+    )
+
+
+def build_manifest(spec, art: CorpusArtifacts, forest: Forest, files: dict[str, str], index: dict, outcomes,
+                   llm: LLMResource, encoder: EncoderResource, stage: Stage) -> dict:
+    records = art.stage_records()
+    records["skill_tree"] = {"seconds": round(time.perf_counter() - stage.started, 3),
+                             "llm_calls": {"made": 0, "cached": 0}, "embeddings": {"computed": 0, "cached": 0}}
+    sizes = sorted(len(t.encode("utf-8")) for t in files.values())
+    ingest = art.read_json("ingest.json")
+    provider = llm.compile_provider
+    return {
+        "corpus": spec.name,
+        "source": spec.source,
+        "c2s_version": __version__,
+        "parameters": {"p": spec.p, "k": spec.k, "tau": spec.tau, "max_levels": MAX_LEVELS},
+        "provider": {"name": provider.name, "model": provider.model,
+                     "prompt_versions": {t: provider.prompt_version(t) for t in ("card", "summary", "repartition", "entities")}},
+        "encoder": encoder.model,
+        "stats": {
+            "documents": {k: ingest[k] for k in ("accepted", "rejected", "duplicate", "ignored_hidden")},
+            "llm_calls": {k: sum(r["llm_calls"][k] for r in records.values()) for k in ("made", "cached")},
+            "embeddings": {k: sum(r["embeddings"][k] for r in records.values()) for k in ("computed", "cached")},
+            "levels": forest.levels,
+            "skills": len(forest.skills),
+            "nav_files": len(files),
+            "nav_bytes": {"max": sizes[-1], "p95": sizes[min(len(sizes) - 1, math.ceil(0.95 * len(sizes)) - 1)],
+                          "total": sum(sizes)},
+            "see_stubs": sum(t.count("\n- @see ") for t in files.values()),
+            "entity_index_entries": sum(len(v) for v in index.values()),
+            "distinct_entities": len(index),
+        },
+        "checks": {o.name: {"passed": o.passed, "description": o.description} for o in outcomes},
+        "stages": records,
+        "skills": [{"name": s.name, "path": s.nav_file, "documents": s.size, "description": s.description}
+                   for s in sorted(forest.skills, key=lambda s: s.name)],
+        "doc_paths": {d: n.nav_file for n in forest.nodes() if n.level == 1 for d in sorted(n.members)},
+        "rejected": art.read_table("rejected.parquet").to_dicts(),
+        "duplicates": art.read_table("duplicates.parquet").to_dicts(),
+    }

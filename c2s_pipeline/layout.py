@@ -1,0 +1,25 @@
+"""The compiled tree's on-disk layout: a contract the agent and other tools rely on.
+
+    OUT/skills/<skill-name>/SKILL.md                 one per top-level cluster
+    OUT/skills/<skill-name>/<group-name>/INDEX.md    one per deeper cluster (nested)
+    OUT/entity_index.json                            entity → [{path, mentions}], most mentions first
+    OUT/documents.sqlite                             full texts, random access by doc_id
+    OUT/manifest.json                                corpus, parameters, versions, counts, doc_id → nav file
+
+Paths inside the tree (in manifest.json, entity_index.json and ``@see`` stubs) are POSIX paths
+relative to OUT, e.g. ``skills/billing/refunds/INDEX.md``.
+"""
+
+SKILLS_DIR = "skills"
+SKILL_FILE = "SKILL.md"
+INDEX_FILE = "INDEX.md"
+ENTITY_INDEX_FILE = "entity_index.json"
+DOCUMENT_STORE_FILE = "documents.sqlite"
+MANIFEST_FILE = "manifest.json"
+
+# Section headings of navigation files; the navigator parses them.
+SECTION_SUBGROUPS = "## Sub-groups"
+SECTION_DOCUMENTS = "## Documents"
+SECTION_SEE_ALSO = "## See also"
+SECTION_EXAMPLES = "## Example documents"
+SECTION_RELATED = "## Related skills"

@@ -1,0 +1,110 @@
+"""The finished hierarchy as a tree of nodes with unique, filesystem-safe names and paths."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .artifacts import CorpusArtifacts
+from .layout import INDEX_FILE, SKILL_FILE, SKILLS_DIR
+from .text import slugify
+
+MAX_NAME = 50
+_RESERVED = re.compile(r"anthropic|claude")  # words Agent Skills names may not contain
+
+
+@dataclass
+class Node:
+    node_id: str
+    level: int
+    title: str
+    description: str
+    summary: str
+    label: str
+    key_terms: list[str]
+    size: int
+    members: list[str]  # doc ids (level 1) or child node ids
+    name: str = ""
+    dir: str = ""  # POSIX path relative to the tree root
+    parent: "Node | None" = None
+    children: list["Node"] = field(default_factory=list)
+
+    @property
+    def is_skill(self) -> bool:
+        return self.parent is None
+
+    @property
+    def nav_file(self) -> str:
+        return f"{self.dir}/{SKILL_FILE if self.is_skill else INDEX_FILE}"
+
+    @property
+    def depth(self) -> int:
+        return 1 if self.parent is None else self.parent.depth + 1
+
+    def walk(self):
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+    def documents(self) -> list[str]:
+        if self.level == 1:
+            return list(self.members)
+        return [d for child in self.children for d in child.documents()]
+
+
+@dataclass
+class Forest:
+    skills: list[Node]
+    by_id: dict[str, Node]
+    levels: int
+
+    def nodes(self):
+        for skill in self.skills:
+            yield from skill.walk()
+
+
+def build_forest(art: CorpusArtifacts) -> Forest:
+    levels = art.used_levels()
+    by_id: dict[str, Node] = {}
+    for level in levels:
+        for row in art.final_nodes(level).iter_rows(named=True):
+            by_id[row["node_id"]] = Node(
+                node_id=row["node_id"], level=level, title=row["title"], description=row["description"],
+                summary=row["summary"], label=row["label"], key_terms=list(row["key_terms"]), size=row["size"],
+                members=list(row["members"]),
+            )
+    for node in by_id.values():
+        if node.level > 1:
+            node.children = [by_id[m] for m in node.members]
+            for child in node.children:
+                child.parent = node
+    top = max(levels)
+    skills = [n for n in by_id.values() if n.level == top]
+    assign_names(skills, SKILLS_DIR)
+    return Forest(skills=skills, by_id=by_id, levels=len(levels))
+
+
+def safe_name(label: str) -> str:
+    """An Agent Skills name: [a-z0-9-], no leading/trailing/double hyphens, no reserved words."""
+    name = slugify(_RESERVED.sub("", label.lower()), MAX_NAME)
+    return re.sub(r"-{2,}", "-", name).strip("-") or "group"
+
+
+def assign_names(siblings: list[Node], parent_dir: str) -> None:
+    """Unique names among siblings: a clash takes the node's next key term, then a number."""
+    taken: set[str] = set()
+    for node in sorted(siblings, key=lambda n: (-n.size, n.node_id)):
+        base = safe_name(node.label)
+        name = base
+        for term in node.key_terms:
+            if name not in taken:
+                break
+            name = safe_name(f"{base}-{term}")
+        counter = 2
+        while name in taken:
+            name = safe_name(f"{base[: MAX_NAME - 4]}-{counter}")
+            counter += 1
+        taken.add(name)
+        node.name = name
+        node.dir = f"{parent_dir}/{name}"
+        assign_names(node.children, node.dir)

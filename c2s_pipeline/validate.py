@@ -1,0 +1,103 @@
+"""Structural checks on a rendered tree, run before it is published (and reported as Dagster
+asset checks): a tree that fails a blocking check never replaces the one being served."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .frontmatter import frontmatter_problems
+from .layout import INDEX_FILE, SECTION_DOCUMENTS, SECTION_SUBGROUPS, SKILL_FILE, SKILLS_DIR
+
+NAV_FILE_WARN_BYTES = 2048
+DOC_ROW = re.compile(r"^- `([^`]+)` \*\*", re.MULTILINE)
+
+
+@dataclass
+class CheckOutcome:
+    name: str
+    passed: bool
+    blocking: bool
+    description: str
+    metadata: dict = field(default_factory=dict)
+
+
+def nav_files(root: Path) -> list[Path]:
+    skills = root / SKILLS_DIR
+    return sorted(p for p in skills.rglob("*.md") if p.name in (SKILL_FILE, INDEX_FILE))
+
+
+def primary_rows(text: str) -> list[str]:
+    """Doc ids listed as primary rows (the Documents section; @see stubs are not rows)."""
+    if SECTION_DOCUMENTS not in text:
+        return []
+    section = text.split(SECTION_DOCUMENTS, 1)[1].split("\n## ", 1)[0]
+    return DOC_ROW.findall(section)
+
+
+def check_tree(root: Path, doc_ids: list[str], p: int) -> list[CheckOutcome]:
+    files = nav_files(root)
+    texts = {f: f.read_text(encoding="utf-8") for f in files}
+    outcomes = []
+
+    listed = Counter(d for text in texts.values() for d in primary_rows(text))
+    missing = [d for d in doc_ids if listed[d] == 0]
+    repeated = [d for d, n in listed.items() if n > 1]
+    unknown = sorted(set(listed) - set(doc_ids))
+    ok = not (missing or repeated or unknown)
+    outcomes.append(CheckOutcome(
+        "every_document_placed_once", ok, True,
+        "every accepted document is a primary row of exactly one leaf" if ok else
+        f"{len(missing)} missing, {len(repeated)} listed twice, {len(unknown)} unknown "
+        f"(e.g. {(missing + repeated + unknown)[:3]})",
+        {"documents": len(doc_ids), "missing": len(missing), "repeated": len(repeated)},
+    ))
+
+    problems = {str(f.relative_to(root)): frontmatter_problems(t, f.parent.name) for f, t in texts.items()}
+    bad = {k: v for k, v in problems.items() if v}
+    outcomes.append(CheckOutcome(
+        "frontmatter_valid", not bad, True,
+        f"{len(files)} nav files pass the Agent Skills frontmatter rules" if not bad else
+        "; ".join(f"{k}: {', '.join(v)}" for k, v in list(bad.items())[:5]),
+        {"invalid_files": len(bad)},
+    ))
+
+    sizes = sorted(len(t.encode("utf-8")) for t in texts.values())
+    over = sorted((len(t.encode("utf-8")), str(f.relative_to(root))) for f, t in texts.items()
+                  if len(t.encode("utf-8")) > NAV_FILE_WARN_BYTES)
+    p95 = sizes[min(len(sizes) - 1, math.ceil(0.95 * len(sizes)) - 1)] if sizes else 0
+    outcomes.append(CheckOutcome(
+        "nav_file_sizes", not over, False,
+        f"largest {sizes[-1] if sizes else 0} B, p95 {p95} B; {len(over)} file(s) above {NAV_FILE_WARN_BYTES} B"
+        + (f", largest {over[-1][1]}" if over else ""),
+        {"largest_bytes": sizes[-1] if sizes else 0, "p95_bytes": p95, "over_2kb": len(over)},
+    ))
+
+    depth = max((len(f.relative_to(root / SKILLS_DIR).parts) - 1 for f in files), default=0)
+    bound = math.ceil(math.log(max(len(doc_ids), 2), p)) + 1
+    outcomes.append(CheckOutcome(
+        "depth_within_bound", depth <= bound, True, f"depth {depth}, bound ceil(log_p N) + 1 = {bound}",
+        {"depth": depth, "bound": bound},
+    ))
+
+    empty = [str(f.relative_to(root)) for f, t in texts.items()
+             if not primary_rows(t) and not re.search(rf"{SECTION_SUBGROUPS} \(\d+\)\n\n- \[", t)]
+    outcomes.append(CheckOutcome(
+        "no_empty_cluster", not empty, True,
+        "every nav file lists documents or sub-groups" if not empty else f"empty: {empty[:5]}",
+        {"empty": len(empty)},
+    ))
+
+    clashes = []
+    for folder in {f.parent.parent for f in files}:
+        names = [f.parent.name for f in files if f.parent.parent == folder]
+        lowered = Counter(n.lower() for n in names)
+        clashes += [f"{folder.relative_to(root)}/{n}" for n, c in lowered.items() if c > 1]
+    outcomes.append(CheckOutcome(
+        "sibling_labels_unique", not clashes, True,
+        "labels are unique among siblings" if not clashes else f"clashing labels: {clashes[:5]}",
+    ))
+    return outcomes

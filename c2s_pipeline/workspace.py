@@ -1,0 +1,99 @@
+"""Where c2s keeps its state: the corpus registry, per-corpus stage artifacts, the item cache.
+
+One home directory (``$DAGSTER_HOME``, default ``./.c2s``) holds the Dagster instance too, so
+``c2s compile`` and ``dagster dev`` see the same partitions, runs and artifacts.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, Field, field_validator
+
+from .cache import ItemCache
+
+REGISTRY_FILE = "corpora.yaml"
+PARTITION_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def default_home() -> Path:
+    return Path(os.environ.get("DAGSTER_HOME") or ".c2s").resolve()
+
+
+class CorpusSpec(BaseModel):
+    """One corpus partition: where its documents come from and how to compile them."""
+
+    name: str
+    source: str
+    out: str
+    p: int = Field(10, ge=2, description="branching ratio: items per cluster at each level")
+    k: int = Field(10, ge=2, description="stop when fewer than k clusters remain: the top level")
+    tau: float = Field(0.05, ge=0.0, le=1.0, description="soft-assignment cosine margin")
+
+    @field_validator("name")
+    @classmethod
+    def _partition_safe(cls, name: str) -> str:
+        if not PARTITION_KEY.match(name):
+            raise ValueError(
+                f"corpus name {name!r} must be 1-64 characters of letters, digits, '_', '.', '-', "
+                "starting with a letter or digit"
+            )
+        return name
+
+
+class Workspace:
+    def __init__(self, home: Path | str | None = None):
+        self.home = Path(home).resolve() if home else default_home()
+
+    @property
+    def registry_path(self) -> Path:
+        return self.home / REGISTRY_FILE
+
+    def corpora(self) -> dict[str, CorpusSpec]:
+        if not self.registry_path.exists():
+            return {}
+        data = yaml.safe_load(self.registry_path.read_text()) or {}
+        return {name: CorpusSpec(name=name, **spec) for name, spec in (data.get("corpora") or {}).items()}
+
+    def corpus(self, name: str) -> CorpusSpec:
+        corpora = self.corpora()
+        if name not in corpora:
+            raise KeyError(
+                f"corpus '{name}' is not registered in {self.registry_path}; "
+                f"register it with: c2s compile PATH --corpus {name}"
+            )
+        return corpora[name]
+
+    def register(self, spec: CorpusSpec) -> None:
+        corpora = self.corpora()
+        corpora[spec.name] = spec
+        self.home.mkdir(parents=True, exist_ok=True)
+        body = {"corpora": {n: s.model_dump(exclude={"name"}) for n, s in sorted(corpora.items())}}
+        tmp = self.registry_path.with_suffix(".tmp")
+        tmp.write_text(yaml.safe_dump(body, sort_keys=True))
+        tmp.replace(self.registry_path)
+
+    def artifacts(self, corpus: str) -> Path:
+        path = self.home / "artifacts" / corpus
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    @cached_property
+    def cache(self) -> ItemCache:
+        return ItemCache(self.home / "cache.sqlite")
+
+    def ensure_instance_config(self) -> Path:
+        """Give the home a dagster.yaml (the project's instance settings) if it has none."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        target = self.home / "dagster.yaml"
+        if not target.exists():
+            template = resources.files("c2s_pipeline") / "dagster_instance.yaml"
+            with resources.as_file(template) as src:
+                shutil.copyfile(src, target)
+        return target
