@@ -555,8 +555,9 @@ def parse_roff(raw: str) -> tuple[str, str, list[tuple[int, str, list[str]]]] | 
                 out.fill = True
             elif macro in ("UR", "MT") and words:
                 out.text(f"<{words[0]}>")
-            elif macro == "ds" and len(args) >= 1:
-                strings[args[0]] = roff_unescape(m.group(2).split(None, 1)[1] if len(args) > 1 else "", strings)
+            elif macro == "ds" and args:  # user-defined string, used as \*(xx
+                value = m.group(2).split(None, 1)[1:] or [""]
+                strings[args[0]] = roff_unescape(value[0].removeprefix('"'), strings)
             elif macro == "de":
                 skip_until = ".."
             elif macro == "TS":

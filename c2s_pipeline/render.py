@@ -13,7 +13,7 @@ from .layout import SECTION_DOCUMENTS, SECTION_EXAMPLES, SECTION_RELATED, SECTIO
 from .text import clip
 from .tree import Forest, Node
 
-ROW_DESCRIPTION_CHARS = 180
+ROW_DESCRIPTION_CHARS = 140  # keeps nav files near the method's ~2 KB
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class NodeExtras:
 
 def doc_row(card: DocCard) -> str:
     phrases = f" _({'; '.join(card.phrases)})_" if card.phrases else ""
-    return f"- `{card.doc_id}` **{card.title}** — {card.one_line}{phrases}"
+    return f"- `{card.doc_id}` **{card.title}** — {clip(card.one_line, ROW_DESCRIPTION_CHARS)}{phrases}"
 
 
 def doc_stub(card: DocCard, canonical: str) -> str:

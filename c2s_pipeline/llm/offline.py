@@ -97,14 +97,17 @@ def _lead_sentence(body: str, title: str) -> str:
     return ""
 
 
+# Words of the summary template itself: higher levels read child summaries, where these say nothing.
+_TEMPLATE_WORDS = {"topic", "area", "answers", "covers", "key", "terms", "questions", "documents", "topics"}
+
+
 def _cluster_terms(item: ClusterInput) -> Counter[str]:
     counts: Counter[str] = Counter()
-    for title in item.member_titles:
-        for phrase in candidate_phrases(title, max_words=2):
-            counts[phrase] += 3
-    for member in item.members:
-        for phrase in candidate_phrases(member.text, max_words=2):
-            counts[phrase] += 1
+    sources = [(title, 3) for title in item.member_titles] + [(m.text, 1) for m in item.members]
+    for text, weight in sources:
+        for phrase in candidate_phrases(text, max_words=2):
+            if not _TEMPLATE_WORDS & set(phrase.split()):
+                counts[phrase] += weight
     return counts
 
 

@@ -1,0 +1,351 @@
+"""Compile time per stage, against the encoder alone on the same texts.
+
+For each corpus the benchmark
+
+1. compiles it cold, in a fresh temporary c2s home (nothing cached), timing the whole
+   ``compile_corpus`` call and reading each stage's own seconds from the manifest;
+2. compiles it again in the same home (warm: every LLM call and embedding cached);
+3. rebuilds, from the cold compile's artifacts, exactly the strings the compile embedded
+   (document cards + text via ``embedding_text``, and each upper level's node texts via
+   ``node_embedding_texts``), deduplicated as ``embed_with_cache`` does, and times a fresh
+   ``Encoder().encode`` on them (the model load is timed separately and excluded);
+4. prints ``cold compile seconds / encoder seconds``: how much the compile costs beyond the
+   unavoidable encoding.
+
+Corpora: (a) the WixQA sample (``../shared/data/wixqa-sample/corpus.jsonl``, relative to
+the repository root) and (b) a real corpus of ≥5,000 Debian documentation pages assembled
+at benchmark time by ``benchmarks/debian_corpus.py`` (cached in ``benchmarks/.cache/``).
+
+    .venv/bin/python benchmarks/compile_bench.py --skip-large          # WixQA only
+    .venv/bin/python benchmarks/compile_bench.py --json results.json   # both corpora
+    .venv/bin/python benchmarks/compile_bench.py --limit 1000          # smaller Debian sample
+
+Module imports (Dagster, the asset graph, sentence-transformers/torch) are paid once, before
+any timing, and reported on their own, so each corpus's cold compile measures the same work:
+the model load (the compile's encoder resource is fresh per compile), every LLM task (the
+offline provider unless ``--provider`` says otherwise), every embedding and the publish.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+WIXQA = ROOT.parent / "shared" / "data" / "wixqa-sample" / "corpus.jsonl"
+CACHE = HERE / ".cache"
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# -- progress while a compile runs (stderr) -------------------------------------------------------
+
+class StageTicker:
+    """Prints each stage as it starts and its progress at most every few seconds."""
+
+    def __init__(self, corpus: str, every_s: float = 15.0):
+        self.corpus, self.every_s = corpus, every_s
+        self.started = time.perf_counter()
+        self.stage: str | None = None
+        self.last = 0.0
+
+    def update(self, stage: str, done: int, total: int) -> None:
+        now = time.perf_counter()
+        if stage != self.stage or now - self.last >= self.every_s:
+            log(f"  [{self.corpus} +{now - self.started:7.1f}s] {stage}: {done}/{total}")
+            self.stage, self.last = stage, now
+
+
+# -- the measurements ------------------------------------------------------------------------------
+
+def preload() -> dict:
+    """Import what a compile and the encoder import, before any timing."""
+    t = time.perf_counter()
+    import c2s_pipeline.definitions  # noqa: F401  (Dagster and the asset graph)
+    t_dagster = time.perf_counter() - t
+    t = time.perf_counter()
+    import sentence_transformers  # noqa: F401
+    import torch
+    t_torch = time.perf_counter() - t
+    return {"dagster_s": round(t_dagster, 2), "sentence_transformers_s": round(t_torch, 2),
+            "torch_threads": torch.get_num_threads(), "torch": torch.__version__}
+
+
+def timed_compile(spec, home: Path, provider: str, model: str, progress: bool) -> tuple[float, dict | None, str | None]:
+    from c2s_pipeline import progress as stage_progress
+    from c2s_pipeline.compiler import CompileError, compile_corpus
+    from c2s_pipeline.workspace import Workspace
+
+    if progress:
+        stage_progress.set_listener(StageTicker(spec.name))
+    t = time.perf_counter()
+    try:
+        manifest = compile_corpus(spec, Workspace(home), provider=provider, model=model)
+        return time.perf_counter() - t, manifest, None
+    except CompileError as exc:
+        return time.perf_counter() - t, None, str(exc)
+    finally:
+        stage_progress.set_listener(None)
+
+
+def embedded_texts(art) -> tuple[list[str], list[str]]:
+    """The strings the compile embedded: (documents, upper-level nodes), each deduplicated in
+    first-seen order as ``embed_with_cache`` computes them (one encode per distinct text)."""
+    from c2s_pipeline.artifacts import MAX_LEVELS
+    from c2s_pipeline.assets.corpus import embedding_text
+    from c2s_pipeline.assets.levels import node_embedding_texts
+
+    docs = art.read_table("documents.parquet")
+    cards = art.read_table("cards.parquet")
+    assert docs["doc_id"].to_list() == cards["doc_id"].to_list(), "cards are not in document order"
+    doc_texts = [embedding_text(c["title"], c["one_line"], c["phrases"], text)
+                 for c, text in zip(cards.iter_rows(named=True), docs["text"])]
+    level_texts: list[str] = []
+    for level in range(2, MAX_LEVELS + 1):  # clusters/level_L embeds level L-1's finished nodes
+        status_file = art.root / art.level(level - 1, "status.json")
+        if not status_file.exists():
+            break
+        below = art.level_status(level - 1)
+        if not below["used"] or below["top"]:
+            break
+        level_texts += node_embedding_texts(art, level - 1)
+    doc_unique = list(dict.fromkeys(doc_texts))
+    seen = set(doc_unique)
+    level_unique = [t for t in dict.fromkeys(level_texts) if t not in seen]
+    return doc_unique, level_unique
+
+
+def time_encoder(doc_texts: list[str], level_texts: list[str]) -> dict:
+    from c2s_pipeline.encoder import Encoder
+
+    encoder = Encoder()  # fresh object: its own model load, like the compile's
+    t = time.perf_counter()
+    encoder.encode(["warm-up: load the model"])
+    load_s = time.perf_counter() - t
+    t = time.perf_counter()
+    encoder.encode(doc_texts)
+    docs_s = time.perf_counter() - t
+    t = time.perf_counter()
+    if level_texts:
+        encoder.encode(level_texts)
+    levels_s = time.perf_counter() - t
+    return {"model_load_s": round(load_s, 3), "docs_s": round(docs_s, 3), "levels_s": round(levels_s, 3),
+            "seconds": round(docs_s + levels_s, 3), "texts": len(doc_texts) + len(level_texts),
+            "doc_texts": len(doc_texts), "level_texts": len(level_texts),
+            "doc_text_chars": sum(map(len, doc_texts)), "level_text_chars": sum(map(len, level_texts))}
+
+
+def stage_order(stages: dict) -> list[str]:
+    """Stages in the asset graph's order (level stages by level), then anything unknown."""
+    from c2s_pipeline.artifacts import MAX_LEVELS, REPARTITION_LEVELS
+
+    order = ["documents", "doc_cards", "doc_embeddings"]
+    for level in range(1, MAX_LEVELS + 1):
+        order += [f"clusters/level_{level}", f"summaries/level_{level}"]
+        if level in REPARTITION_LEVELS:
+            order.append(f"repartition/level_{level}")
+    order += ["entities", "skill_tree"]
+    return [s for s in order if s in stages] + sorted(s for s in stages if s not in order)
+
+
+def bench_corpus(name: str, source: Path, args, info: dict | None = None) -> dict:
+    from c2s_pipeline.artifacts import CorpusArtifacts
+    from c2s_pipeline.workspace import CorpusSpec
+
+    home = Path(tempfile.mkdtemp(prefix=f"c2s-bench-{name}-", dir=args.tmp_dir))
+    spec = CorpusSpec(name=name, source=str(source), out=str(home / "out" / name),
+                      **{k: v for k, v in (("p", args.p), ("k", args.k)) if v is not None})
+    result: dict = {"corpus": name, "source": str(source), "home": str(home), "corpus_info": info or {},
+                    "parameters": {"p": spec.p, "k": spec.k, "tau": spec.tau}, "provider": args.provider}
+    art = CorpusArtifacts(home / "artifacts" / name)
+    try:
+        log(f"[{name}] cold compile in {home} ...")
+        cold_s, cold, error = timed_compile(spec, home, args.provider, args.model, not args.quiet)
+        result["cold_s"] = round(cold_s, 3)
+        if error:
+            stages = art.stage_records() if (art.root / "stages").exists() else {}
+            result.update(error=error, stages_completed={s: stages[s] for s in stage_order(stages)})
+            log(f"[{name}] cold compile FAILED after {cold_s:.1f}s: {error}")
+            return result
+        log(f"[{name}] cold compile {cold_s:.1f}s; warm compile ...")
+        warm_s, warm, error = timed_compile(spec, home, args.provider, args.model, False)
+        result["warm_s"] = round(warm_s, 3)
+        if error:
+            result["warm_error"] = error
+            log(f"[{name}] warm compile FAILED: {error}")
+        log(f"[{name}] warm compile {warm_s:.1f}s; encoder alone ...")
+        doc_texts, level_texts = embedded_texts(art)
+        enc = time_encoder(doc_texts, level_texts)
+        log(f"[{name}] encoder {enc['seconds']:.1f}s on {enc['texts']} texts")
+        cold_emb = cold["stats"]["embeddings"]
+        enc["matches_compile"] = enc["texts"] == cold_emb["computed"]
+        result.update(
+            stats=cold["stats"],
+            checks=cold["checks"],
+            stages_cold=cold["stages"],
+            stages_warm=warm["stages"] if warm else {},
+            warm_totals={"llm_calls": warm["stats"]["llm_calls"], "embeddings": warm["stats"]["embeddings"]}
+            if warm else {},
+            encoder=enc,
+            stage_sum_s=round(sum(s["seconds"] for s in cold["stages"].values()), 3),
+            ratio=round(cold_s / enc["seconds"], 2) if enc["seconds"] else None,
+        )
+        return result
+    finally:
+        if args.keep:
+            log(f"[{name}] kept {home}")
+        else:
+            shutil.rmtree(home, ignore_errors=True)
+
+
+# -- report ----------------------------------------------------------------------------------------
+
+def fmt_table(headers: list[str], rows: list[list], align: str) -> str:
+    cells = [[str(c) for c in r] for r in [headers] + rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+
+    def line(r):
+        return "  ".join(c.rjust(w) if a == "r" else c.ljust(w) for c, w, a in zip(r, widths, align))
+
+    return "\n".join([line(cells[0]), "  ".join("-" * w for w in widths)] + [line(r) for r in cells[1:]])
+
+
+def report(r: dict) -> str:
+    out = [f"=== {r['corpus']}  ({r['source']})"]
+    if r.get("corpus_info"):
+        ci = r["corpus_info"]
+        out.append(f"corpus built in {ci.get('seconds')}s: {ci.get('docs')} docs, {ci.get('mb')} MB, "
+                   f"per source {ci.get('per_source')}")
+    if "error" in r:
+        out.append(f"COMPILE FAILED after {r['cold_s']:.1f}s: {r['error']}")
+        done = r.get("stages_completed", {})
+        if done:
+            out.append("stages that finished before the failure:")
+            out.append(fmt_table(["stage", "seconds"], [[s, f"{v['seconds']:.2f}"] for s, v in done.items()], "lr"))
+        return "\n".join(out)
+    st = r["stats"]
+    d = st["documents"]
+    nb = st["nav_bytes"]
+    out.append(f"documents {d['accepted']} (rejected {d['rejected']}, duplicate {d['duplicate']}); "
+               f"levels {st['levels']}; skills {st['skills']}; nav files {st['nav_files']}; "
+               f"nav bytes max {nb['max']} p95 {nb['p95']} total {nb['total']}; "
+               f"@see stubs {st['see_stubs']}; entity index entries {st['entity_index_entries']}")
+    out.append(f"p={r['parameters']['p']} k={r['parameters']['k']} tau={r['parameters']['tau']}, "
+               f"provider {r['provider']}; cold llm calls {st['llm_calls']}, embeddings {st['embeddings']}")
+    cold, warm = r["stages_cold"], r["stages_warm"]
+    rows = []
+    for s in stage_order(cold):
+        c = cold[s]
+        w = warm.get(s, {})
+        rows.append([s, f"{c['seconds']:.2f}", f"{100 * c['seconds'] / r['cold_s']:.1f}",
+                     f"{w['seconds']:.2f}" if w else "-",
+                     f"{c['llm_calls']['made']}/{c['llm_calls']['cached']}",
+                     f"{c['embeddings']['computed']}/{c['embeddings']['cached']}"])
+    out.append(fmt_table(["stage", "cold s", "% cold", "warm s", "llm made/cached", "emb computed/cached"],
+                         rows, "lrrrrr"))
+    enc = r["encoder"]
+    wt = r.get("warm_totals") or {}
+    out.append(f"total cold (wall)     {r['cold_s']:8.2f} s   (stages sum {r['stage_sum_s']:.2f} s; "
+               f"Dagster/run overhead {r['cold_s'] - r['stage_sum_s']:.2f} s)")
+    out.append(f"total warm (wall)     {r['warm_s']:8.2f} s   (llm calls {wt.get('llm_calls')}, "
+               f"embeddings {wt.get('embeddings')})")
+    out.append(f"encoder only          {enc['seconds']:8.2f} s   ({enc['doc_texts']} document texts "
+               f"{enc['docs_s']:.2f} s + {enc['level_texts']} node texts {enc['levels_s']:.2f} s; "
+               f"model load {enc['model_load_s']:.2f} s excluded; "
+               f"{'same count as' if enc['matches_compile'] else 'DIFFERENT count from'} the compile's "
+               f"{st['embeddings']['computed']} computed embeddings)")
+    out.append(f"ratio compile/encoder {r['ratio']:8.2f}")
+    failed = {k: v for k, v in r["checks"].items() if not v["passed"]}
+    out.append("checks: " + ("all passed" if not failed else
+                             "; ".join(f"{k} FAILED: {v['description']}" for k, v in failed.items())))
+    if "warm_error" in r:
+        out.append(f"WARM COMPILE FAILED: {r['warm_error']}")
+    return "\n".join(out)
+
+
+def summary_line(r: dict) -> str:
+    if "error" in r:
+        return f"{r['corpus']}: FAILED cold_s={r['cold_s']:.1f} error={r['error']!r}"
+    return (f"{r['corpus']}: docs={r['stats']['documents']['accepted']} cold_s={r['cold_s']:.2f} "
+            f"warm_s={r['warm_s']:.2f} encoder_s={r['encoder']['seconds']:.2f} ratio={r['ratio']:.2f}")
+
+
+# -- main ------------------------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--skip-large", action="store_true", help="only the WixQA sample")
+    ap.add_argument("--skip-wixqa", action="store_true", help="only the Debian corpus")
+    ap.add_argument("--limit", type=int, default=None, help="Debian corpus: evenly strided sample of N docs")
+    ap.add_argument("--sources", default=None, help="Debian corpus: comma-separated sources (default: all)")
+    ap.add_argument("--wixqa", type=Path, default=WIXQA, help="WixQA corpus.jsonl")
+    ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    ap.add_argument("--p", type=int, default=None, help="branching ratio (default: CorpusSpec's)")
+    ap.add_argument("--k", type=int, default=None, help="top-level threshold (default: CorpusSpec's)")
+    ap.add_argument("--provider", default="offline")
+    ap.add_argument("--model", default="")
+    ap.add_argument("--tmp-dir", default=None, help="where the temporary c2s homes go")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary homes (paths on stderr)")
+    ap.add_argument("--quiet", action="store_true", help="no stage progress on stderr")
+    args = ap.parse_args(argv)
+
+    env = {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine()}
+    env["imports"] = preload()
+    log(f"imports: {env['imports']}")
+    results = []
+
+    if not args.skip_wixqa:
+        if not args.wixqa.exists():
+            log(f"WixQA sample not found at {args.wixqa}; skipping it")
+        else:
+            results.append(bench_corpus("wixqa", args.wixqa, args))
+
+    if not args.skip_large:
+        sys.path.insert(0, str(HERE))
+        from debian_corpus import CorpusError, build_corpus
+
+        suffix = f"-limit{args.limit}" if args.limit else ""
+        out = CACHE / f"compile-bench-debian{suffix}.jsonl"
+        sources = args.sources.split(",") if args.sources else None
+        log(f"[debian] assembling corpus into {out} ...")
+        try:
+            info = build_corpus(out, min_docs=5000, limit=args.limit, sources=sources)
+        except CorpusError as exc:
+            log(f"[debian] cannot assemble the corpus: {exc}")
+            info = None
+        if info:
+            log(f"[debian] {info['docs']} docs, {info['mb']} MB in {info['seconds']}s")
+            results.append(bench_corpus("debian" + suffix.replace("-limit", "-"), out, args, info))
+
+    env_line = (f"python {env['python']}, {env['cpus']} CPUs, torch {env['imports']['torch']} "
+                f"({env['imports']['torch_threads']} threads); imports before timing: Dagster+graph "
+                f"{env['imports']['dagster_s']} s, sentence-transformers {env['imports']['sentence_transformers_s']} s")
+    print(env_line)
+    for r in results:
+        print()
+        print(report(r))
+    print()
+    for r in results:
+        print(summary_line(r))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"environment": env, "results": results}, indent=2))
+        log(f"wrote {args.json}")
+    return 1 if any("error" in r for r in results) or not results else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

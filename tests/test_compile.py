@@ -1,0 +1,156 @@
+"""End-to-end compiles of the bundled sample corpus and the real WixQA sample: the tree's
+structure, its frontmatter, the manifest contract, caching and determinism."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from c2s_pipeline.docstore import DocumentStore
+from c2s_pipeline.frontmatter import NAME_RULE, parse_frontmatter
+from c2s_pipeline.ingest import read_corpus
+from c2s_pipeline.validate import nav_files, primary_rows
+
+from .conftest import SAMPLE_CORPUS, WIXQA, compile_into, requires_wixqa
+
+STUB = re.compile(r"^- @see `([^`]+)` \*\*.*\*\* → `([^`]+)`$", re.MULTILINE)
+GROUP_STUB = re.compile(r"^- @see \[([a-z0-9-]+)\] .* → `([^`]+)`$", re.MULTILINE)
+
+
+
+@pytest.fixture(params=["sample_tree", "wixqa_tree"])
+def compiled(request):
+    return request.getfixturevalue(request.param)
+
+
+def test_every_document_is_a_primary_row_of_exactly_one_leaf(compiled):
+    accepted = {d.doc_id for d in read_corpus(compiled.source).documents}
+    rows = {}
+    for path in nav_files(compiled.out):
+        for doc_id in primary_rows(path.read_text()):
+            assert doc_id not in rows, f"{doc_id} listed in {rows.get(doc_id)} and {path}"
+            rows[doc_id] = path.relative_to(compiled.out).as_posix()
+    assert set(rows) == accepted
+    assert compiled.manifest["doc_paths"] == rows
+
+
+def test_frontmatter_follows_agent_skills_rules(compiled):
+    for path in nav_files(compiled.out):
+        meta = parse_frontmatter(path.read_text())
+        assert set(meta) == {"name", "description", "metadata"}, path
+        assert meta["name"] == path.parent.name and len(meta["name"]) <= 64
+        assert NAME_RULE.match(meta["name"]) and "--" not in meta["name"]
+        assert "claude" not in meta["name"] and "anthropic" not in meta["name"]
+        assert 0 < len(meta["description"]) <= 1024 and not re.search(r"<[^>]+>", meta["description"])
+        assert {"level", "documents"} <= set(meta["metadata"])
+
+
+def test_tree_shape_follows_the_method(compiled):
+    stats = compiled.manifest["stats"]
+    n, p, k = stats["documents"]["accepted"], 10, 10
+    skills = sorted((compiled.out / "skills").glob("*/SKILL.md"))
+    assert len(skills) == stats["skills"] < k
+    depth = max(len(f.relative_to(compiled.out / "skills").parts) - 1 for f in nav_files(compiled.out))
+    assert depth == stats["levels"] <= math.ceil(math.log(n, p)) + 1
+    # Level 1 has ceil(N/p) clusters before repartition; merges and splits move it a little.
+    leaves = [f for f in nav_files(compiled.out) if primary_rows(f.read_text())]
+    assert abs(len(leaves) - math.ceil(n / p)) <= max(2, n // (5 * p))
+    for path in nav_files(compiled.out):
+        text = path.read_text()
+        meta = parse_frontmatter(text)["metadata"]
+        if meta["level"] == 1:
+            assert len(primary_rows(text)) == meta["documents"] > 0
+        else:
+            subgroups = re.findall(r"^- \[([a-z0-9-]+)\]\(\1/INDEX\.md\) \((\d+) docs\)", text, re.MULTILINE)
+            assert subgroups and sum(int(c) for _, c in subgroups) == meta["documents"]
+            names = [s for s, _ in subgroups]
+            assert len(set(names)) == len(names)
+            assert sorted(names) == sorted(p.name for p in path.parent.iterdir() if p.is_dir())
+            assert text.count("\n- `") >= 3, "non-leaf nodes list three example documents"
+
+
+def test_see_stubs_point_at_canonical_places(compiled):
+    count = 0
+    for path in nav_files(compiled.out):
+        text = path.read_text()
+        for doc_id, target in STUB.findall(text):
+            assert compiled.manifest["doc_paths"][doc_id] == target != path.relative_to(compiled.out).as_posix()
+            count += 1
+        for name, target in GROUP_STUB.findall(text):
+            assert (compiled.out / target).is_file() and Path(target).parent.name == name
+            count += 1
+    assert count == compiled.manifest["stats"]["see_stubs"] > 0
+
+
+def test_entity_index_and_related_skills(compiled):
+    index = json.loads((compiled.out / "entity_index.json").read_text())
+    assert index and sum(len(v) for v in index.values()) == compiled.manifest["stats"]["entity_index_entries"]
+    totals = [sum(e["mentions"] for e in entries) for entries in index.values()]
+    assert totals == sorted(totals, reverse=True)
+    for entity, entries in index.items():
+        assert [e["mentions"] for e in entries] == sorted((e["mentions"] for e in entries), reverse=True)
+        for entry in entries:
+            assert (compiled.out / entry["path"]).is_file(), (entity, entry)
+    skills = sorted((compiled.out / "skills").glob("*/SKILL.md"))
+    if len(skills) > 1:
+        related = [s for s in skills if "## Related skills" in s.read_text()]
+        assert related, "skills sharing entities list each other under Related skills"
+        for skill in related:
+            for target in re.findall(r"^- \[[a-z0-9-]+\]\(\.\./([a-z0-9-]+)/SKILL\.md\)", skill.read_text(), re.M):
+                assert (skill.parent.parent / target / "SKILL.md").is_file()
+
+
+def test_document_store_keeps_full_texts(compiled):
+    store = DocumentStore(compiled.out / "documents.sqlite")
+    originals = read_corpus(compiled.source).documents
+    assert len(store) == len(originals)
+    for doc in originals[:: max(1, len(originals) // 20)]:
+        stored = store.get(doc.doc_id)
+        assert stored.text == doc.text and stored.content_hash == doc.content_hash
+    assert store.get("no-such-id") is None
+
+
+def test_manifest_contract(compiled):
+    m = compiled.manifest
+    assert m == json.loads((compiled.out / "manifest.json").read_text())
+    stats = m["stats"]
+    for key in ("accepted", "rejected", "duplicate"):
+        assert isinstance(stats["documents"][key], int)
+    assert set(stats["llm_calls"]) >= {"made", "cached"} and set(stats["embeddings"]) >= {"computed", "cached"}
+    assert stats["nav_files"] == len(nav_files(compiled.out))
+    assert stats["nav_bytes"]["max"] == max(f.stat().st_size for f in nav_files(compiled.out))
+    assert all(m["checks"][c]["passed"] for c in m["checks"] if c != "nav_file_sizes")
+    assert {"documents", "doc_cards", "doc_embeddings", "clusters/level_1", "summaries/level_1",
+            "repartition/level_1", "entities", "skill_tree"} <= set(m["stages"])
+
+
+def test_wixqa_gold_ids_survive(wixqa_tree, wixqa_questions):
+    gold = {g for q in wixqa_questions for g in q["gold_ids"]}
+    assert gold <= set(wixqa_tree.manifest["doc_paths"])
+
+
+def test_rematerializing_an_unchanged_corpus_makes_no_calls(sample_tree):
+    again = compile_into(sample_tree.home, "sample", SAMPLE_CORPUS)
+    assert again.manifest["stats"]["llm_calls"]["made"] == 0
+    assert again.manifest["stats"]["llm_calls"]["cached"] == sample_tree.manifest["stats"]["llm_calls"]["made"]
+    assert again.manifest["stats"]["embeddings"]["computed"] == 0
+    assert again.manifest["stats"]["embeddings"]["cached"] > 0
+
+
+def _tree_bytes(out: Path) -> dict[str, bytes]:
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*"))
+            if p.is_file() and p.name != "manifest.json"}
+
+
+def test_same_inputs_give_a_byte_identical_tree(wixqa_tree, tmp_path):
+    """A fresh home (no cache shared) compiles the same corpus to the same bytes."""
+    fresh = compile_into(tmp_path / "home", "wixqa", WIXQA / "corpus.jsonl")
+    assert _tree_bytes(fresh.out) == _tree_bytes(wixqa_tree.out)
+    strip = lambda m: {k: v for k, v in m.items() if k not in ("stages", "source")} | {
+        "stats": {k: v for k, v in m["stats"].items() if k not in ("llm_calls", "embeddings")}}
+    assert strip(fresh.manifest) == strip(wixqa_tree.manifest)
