@@ -1,0 +1,65 @@
+"""The c2s command line: a clear one-line error for each bad corpus, never a traceback."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from c2s_pipeline.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    return tmp_path
+
+
+def run(*args):
+    result = runner.invoke(app, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result
+
+
+@pytest.mark.parametrize("files, message", [
+    ({}, "no documents accepted"),
+    ({"a.md": "", "b.bin": "x"}, "no documents accepted"),
+    ({f"d{i}.md": f"# Doc {i}\n\nText number {i} about topic {i}." for i in range(4)}, "fewer than the branching ratio p=10"),
+])
+def test_unusable_corpora_fail_with_a_reason(home, files, message):
+    corpus = home / "corpus"
+    corpus.mkdir()
+    for name, text in files.items():
+        (corpus / name).write_text(text)
+    result = run("compile", str(corpus), "--corpus", "bad")
+    assert result.exit_code == 1
+    assert message in result.output and "Traceback" not in result.output
+    if files.get("a.md") == "":
+        assert "a.md: empty file" in result.output
+
+
+def test_bad_arguments(home):
+    result = run("compile", str(home / "missing"), "--corpus", "x")
+    assert result.exit_code == 1 and "corpus path does not exist" in result.output
+    (home / "c").mkdir()
+    result = run("compile", str(home / "c"), "--corpus", "bad/name")
+    assert result.exit_code == 2 and "--name" in result.output and "letters, digits" in result.output
+    result = run("compile", str(home / "c"), "--corpus", "ok", "--p", "1")
+    assert result.exit_code == 2 and "--p" in result.output
+
+
+def test_compile_json_reports_rejections(home):
+    corpus = home / "corpus"
+    corpus.mkdir()
+    for i in range(12):
+        (corpus / f"doc{i:02d}.md").write_text(f"# Topic {i}\n\nThis article explains setting number {i} in detail.")
+    (corpus / "broken.jsonl").write_text('{"id": "x", "text": "fine record with enough words"}\n{oops\n')
+    (corpus / "empty.txt").write_text("")
+    result = run("compile", str(corpus), "--corpus", "small", "--out", str(home / "out"), "--json")
+    assert result.exit_code == 0, result.output
+    manifest = json.loads(result.stdout)
+    assert manifest["stats"]["documents"] == {"accepted": 13, "rejected": 2, "duplicate": 0, "ignored_hidden": 0}
+    assert {(r["source"], r["reason"].split(":")[0]) for r in manifest["rejected"]} == {
+        ("broken.jsonl:2", "malformed JSON line"), ("empty.txt", "empty file")}
+    assert len(manifest["doc_paths"]) == 13 and (home / "out" / "manifest.json").is_file()

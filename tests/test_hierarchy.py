@@ -1,0 +1,126 @@
+"""Hierarchy math and verify-and-repartition on hand-built clusters."""
+
+import numpy as np
+import pytest
+
+from c2s_pipeline import hierarchy
+from c2s_pipeline.assets.levels import apply_verdicts
+from c2s_pipeline.frontmatter import frontmatter_problems, render_frontmatter
+from c2s_pipeline.llm.schemas import Move, RepartitionVerdict
+from c2s_pipeline.tree import safe_name
+
+
+def blobs(centres, per, seed=0):
+    rng = np.random.default_rng(seed)
+    dim = 16
+    basis = np.eye(dim)
+    return hierarchy.normalise(np.vstack([basis[c] + 0.05 * rng.standard_normal((per, dim)) for c in centres]))
+
+
+def test_kmeans_recovers_separated_topics_with_ceil_n_over_p_clusters():
+    vectors = blobs([0, 1, 2], per=10)
+    labels = hierarchy.kmeans(vectors, hierarchy.cluster_count(len(vectors), 10))
+    assert len(set(labels)) == 3
+    for start in (0, 10, 20):
+        assert len(set(labels[start : start + 10])) == 1
+    assert labels[0] == 0  # numbered by first appearance
+
+
+def test_soft_assignment_lists_items_near_a_second_centroid():
+    vectors = blobs([0, 1], per=5)
+    between = hierarchy.normalise(np.eye(16)[[0]] * 0.9 + np.eye(16)[[1]])
+    vectors = np.vstack([vectors, between])
+    groups = [list(range(5)) + [10], list(range(5, 10))]
+    placed = hierarchy.place(vectors, groups, tau=0.05)
+    assert [p.runner_up for p in placed if p.runner_up is not None] == [1]
+    assert placed[10].primary == 0 and placed[10].runner_up == 1
+    assert all(p.runner_up is None for p in hierarchy.place(vectors, groups, tau=0.0))
+
+
+def test_proximity_batches_respect_the_limit_and_cover_every_cluster():
+    vectors = blobs(list(range(16)) * 2, per=4)
+    groups = [list(range(i * 4, i * 4 + 4)) for i in range(32)]
+    batches = hierarchy.proximity_batches(vectors, groups, batch_size=10)
+    assert max(len(b) for b in batches) <= 10
+    assert sorted(i for b in batches for i in b) == list(range(32))
+
+
+def _setup():
+    vectors = blobs([0, 1, 2], per=6)
+    ids = [f"d{i}" for i in range(18)]
+    index = {d: i for i, d in enumerate(ids)}
+    groups = [("L1-0000", ids[:6]), ("L1-0001", ids[6:12]), ("L1-0002", ids[12:])]
+    return vectors, index, groups
+
+
+def test_moves_merge_and_split_touch_each_cluster_once():
+    vectors, index, groups = _setup()
+    verdict = RepartitionVerdict(
+        moves=[Move(item_id="d0", to_cluster="L1-0001")],
+        confusable=[("L1-0001", "L1-0002"), ("L1-0000", "L1-0002")],
+        mixed=["L1-0000"],
+    )
+    outcome = apply_verdicts(groups, [verdict], vectors, index, p=10, max_clusters=None)
+    result = dict(outcome.groups)
+    # The move touched both clusters, so neither may be split or merged in the same compile.
+    assert "d0" in result["L1-0001"] and "d0" not in result["L1-0000"]
+    assert outcome.counts == {"moves": 1, "merges": 0, "splits": 0, "rebalanced_pairs": 0}
+    assert sorted(d for g in result.values() for d in g) == sorted(index)
+
+
+def test_confusable_pair_merges_when_small_and_mixed_cluster_splits():
+    vectors, index, groups = _setup()
+    mixed = ("L1-0000", groups[0][1] + groups[1][1])
+    outcome = apply_verdicts([mixed, groups[2]], [RepartitionVerdict(mixed=["L1-0000"])], vectors, index, p=10,
+                             max_clusters=None)
+    result = dict(outcome.groups)
+    assert outcome.counts["splits"] == 1 and len(result) == 3
+    assert {frozenset(g) for g in result.values()} == {frozenset(g) for _, g in groups}
+    merged = apply_verdicts(groups, [RepartitionVerdict(confusable=[("L1-0001", "L1-0002")])], vectors, index,
+                            p=10, max_clusters=None)
+    assert merged.counts["merges"] == 1 and sorted(dict(merged.groups)["L1-0001"]) == sorted(groups[1][1] + groups[2][1])
+    assert merged.touched == {"L1-0001"}
+
+
+def test_unknown_ids_in_a_verdict_are_ignored_and_reported():
+    vectors, index, groups = _setup()
+    verdict = RepartitionVerdict(moves=[Move(item_id="ghost", to_cluster="L1-0001")], mixed=["L1-9999"],
+                                 confusable=[("L1-0000", "nope")])
+    outcome = apply_verdicts(groups, [verdict], vectors, index, p=10, max_clusters=None)
+    assert outcome.groups == groups and len(outcome.ignored) == 3
+
+
+def test_top_level_split_never_reaches_k():
+    vectors, index, groups = _setup()
+    outcome = apply_verdicts(groups, [RepartitionVerdict(mixed=["L1-0000"])], vectors, index, p=10, max_clusters=3)
+    assert outcome.counts["splits"] == 0
+
+
+@pytest.mark.parametrize("label, name", [
+    ("Billing & Refunds!", "billing-refunds"),
+    ("claude-api-keys", "api-keys"),
+    ("--Anthropic--", "group"),
+    ("x" * 80, "x" * 50),
+])
+def test_safe_names(label, name):
+    assert safe_name(label) == name
+
+
+@pytest.mark.parametrize("name, description, directory, problem", [
+    ("ok-name", "fine", "ok-name", None),
+    ("Bad_Name", "fine", "Bad_Name", "must be lowercase"),
+    ("a--b", "fine", "a--b", "single inner hyphens"),
+    ("my-claude", "fine", "my-claude", "reserved word"),
+    ("ok", "fine", "other", "differs from its directory"),
+    ("ok", "", "ok", "description missing"),
+    ("a" * 65, "fine", "a" * 65, "longer than 64"),
+])
+def test_frontmatter_rules(name, description, directory, problem):
+    text = f"---\nname: {name}\ndescription: '{description}'\n---\n# x\n"
+    problems = frontmatter_problems(text, directory)
+    assert (not problems) if problem is None else any(problem in p for p in problems), problems
+
+
+def test_rendered_frontmatter_strips_xml_and_caps_description():
+    text = render_frontmatter("ok", "<b>bold</b> " + "word " * 400, {"level": 1, "documents": 3})
+    assert frontmatter_problems(text + "# x\n", "ok") == []
