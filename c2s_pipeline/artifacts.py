@@ -90,8 +90,20 @@ class CorpusArtifacts:
         return stats
 
     def stage_records(self) -> dict[str, dict]:
+        """Each stage's last timing and call counts, in pipeline order."""
         folder = self.root / "stages"
-        return {p.stem.replace("__", "/"): json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))}
+        records = {p.stem.replace("__", "/"): json.loads(p.read_text()) for p in folder.glob("*.json")}
+        return {name: records[name] for name in sorted(records, key=stage_rank)}
+
+
+_STAGE_ORDER = {"documents": 0, "doc_cards": 1, "doc_embeddings": 2, "clusters": 0, "summaries": 1,
+                "repartition": 2, "entities": 1000, "skill_tree": 1001}
+
+
+def stage_rank(name: str) -> int:
+    """documents < doc_cards < doc_embeddings < clusters/level_1 < summaries/level_1 < … < skill_tree."""
+    stage, _, level = name.partition("/level_")
+    return 10 * (int(level) + 1) + _STAGE_ORDER[stage] if level else _STAGE_ORDER.get(stage, 999)
 
 
 def table_version(*frames: pl.DataFrame, extra: str = "") -> str:

@@ -1,0 +1,120 @@
+"""Scoring helpers for the offline navigator: terms, small-set BM25, reciprocal rank fusion and
+the embedded sentence encoder (loaded once per process, embeddings memoised by text)."""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Sequence
+
+import numpy as np
+
+from c2s_pipeline.text import content_tokens
+
+# Question words that carry no topic, on top of the compiler's stop words.
+_QUESTION_WORDS = frozenset(
+    "how what why when where which who whom whose does did do is are was were can could would "
+    "should will shall possible anyone someone something anything please thanks thank hi hello "
+    "help want wanted trying tried try know wondering question questions able unable".split())
+
+
+def stem(token: str) -> str:
+    """A deliberately light stemmer (plural and -ing/-ed forms) so 'payments' meets 'payment'."""
+    for suffix, keep in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
+        if token.endswith(suffix) and len(token) - len(suffix) >= 4 and not token.endswith("ss"):
+            return token[: -len(suffix)] + keep
+    return token
+
+
+def terms(text: str) -> list[str]:
+    """Stemmed content terms of ``text``, in order (duplicates kept)."""
+    return [stem(t) for t in content_tokens(text) if t not in _QUESTION_WORDS]
+
+
+def query_terms(text: str) -> list[str]:
+    return list(dict.fromkeys(terms(text)))
+
+
+def bm25(query: Sequence[str], docs: Sequence[Sequence[str]], k1: float = 1.2, b: float = 0.75,
+         lengths: Sequence[float] | None = None) -> np.ndarray:
+    """BM25 of one query against a small candidate set (IDF from the set itself)."""
+    n = len(docs)
+    if n == 0:
+        return np.zeros(0)
+    counts = [Counter(d) for d in docs]
+    lens = np.asarray(lengths if lengths is not None else [len(d) for d in docs], dtype=float)
+    avg = lens.mean() or 1.0
+    scores = np.zeros(n)
+    for t in dict.fromkeys(query):
+        df = sum(1 for c in counts if t in c)
+        if not df:
+            continue
+        idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        tf = np.array([c.get(t, 0) for c in counts], dtype=float)
+        scores += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * lens / avg))
+    return scores
+
+
+def ranks(scores: Sequence[float]) -> np.ndarray:
+    """0-based rank of each item, best first; ties share the better rank."""
+    s = np.asarray(scores, dtype=float)
+    order = np.argsort(-s, kind="stable")
+    out = np.empty(len(s), dtype=float)
+    prev, rank = None, 0
+    for i, j in enumerate(order):
+        if prev is None or s[j] != prev:
+            rank, prev = i, s[j]
+        out[j] = rank
+    return out
+
+
+def rrf(*score_lists: Sequence[float], k: float = 60.0, weights: Sequence[float] | None = None) -> np.ndarray:
+    """Reciprocal rank fusion: sum of w / (k + rank) over the signals."""
+    weights = weights or [1.0] * len(score_lists)
+    total = np.zeros(len(score_lists[0]))
+    for w, scores in zip(weights, score_lists):
+        total += w / (k + 1 + ranks(scores))
+    return total
+
+
+class Embedder:
+    """The compiler's encoder (``c2s_pipeline.encoder.Encoder``), memoising vectors by text, so
+    rows and cards seen by earlier questions cost nothing the next time."""
+
+    def __init__(self, max_items: int = 50_000):
+        from c2s_pipeline.encoder import Encoder
+
+        self.encoder = Encoder()
+        self.max_items = max_items
+        self._memo: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        with self._lock:
+            missing = list(dict.fromkeys(t for t in texts if t not in self._memo))
+        if missing:
+            vectors = self.encoder.encode(missing)
+            with self._lock:
+                for text, vec in zip(missing, vectors):
+                    self._memo[text] = vec
+                while len(self._memo) > self.max_items:
+                    self._memo.popitem(last=False)
+        with self._lock:
+            found = [self._memo.get(t) for t in texts]
+        if any(v is None for v in found):  # evicted meanwhile by another thread: recompute
+            return self.encoder.encode(list(texts))
+        return np.stack(found) if found else np.zeros((0, 384), np.float32)
+
+
+_EMBEDDER: Embedder | None = None
+_EMBEDDER_LOCK = threading.Lock()
+
+
+def embedder() -> Embedder:
+    """The process-wide embedder (the model loads once, on first use)."""
+    global _EMBEDDER
+    with _EMBEDDER_LOCK:
+        if _EMBEDDER is None:
+            _EMBEDDER = Embedder()
+        return _EMBEDDER

@@ -1,0 +1,79 @@
+"""A compiled tree opened for serving: its root, manifest, top-level skills and document store."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from c2s_pipeline.docstore import DocumentStore
+from c2s_pipeline.frontmatter import parse_frontmatter
+from c2s_pipeline.layout import DOCUMENT_STORE_FILE, MANIFEST_FILE, SKILL_FILE, SKILLS_DIR
+
+
+class TreeError(ValueError):
+    """The path is not a usable compiled tree; the message says why."""
+
+
+@dataclass(frozen=True)
+class Skill:
+    name: str
+    description: str
+    path: str  # skills/<name>/SKILL.md, relative to the tree root
+    documents: int
+
+
+class Tree:
+    """Read-only view of a compiled tree (see ``c2s_pipeline.layout``); thread-safe."""
+
+    def __init__(self, root: str | os.PathLike[str]):
+        self.root = Path(root).expanduser().resolve()
+        if not self.root.exists():
+            raise TreeError(f"tree not found: {self.root}")
+        if not (self.root / MANIFEST_FILE).is_file():
+            raise TreeError(f"not a c2s tree (no {MANIFEST_FILE}): {self.root}; "
+                            "compile one with `c2s compile`")
+        if not (self.root / SKILLS_DIR).is_dir():
+            raise TreeError(f"not a c2s tree (no {SKILLS_DIR}/ directory): {self.root}")
+        try:
+            self.store = DocumentStore(self.root / DOCUMENT_STORE_FILE)
+        except FileNotFoundError:
+            raise TreeError(f"not a c2s tree (no {DOCUMENT_STORE_FILE}): {self.root}") from None
+
+    @cached_property
+    def manifest(self) -> dict:
+        try:
+            return json.loads((self.root / MANIFEST_FILE).read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise TreeError(f"unreadable {MANIFEST_FILE} in {self.root}: {e}") from None
+
+    @property
+    def document_count(self) -> int:
+        docs = self.manifest.get("stats", {}).get("documents", {})
+        return int(docs.get("accepted", 0)) if isinstance(docs, dict) else int(docs or 0)
+
+    @cached_property
+    def skills(self) -> list[Skill]:
+        """Every top-level skill, from its SKILL.md frontmatter (the agent's preloaded context)."""
+        out = []
+        for path in sorted((self.root / SKILLS_DIR).glob(f"*/{SKILL_FILE}")):
+            try:
+                meta = parse_frontmatter(path.read_text(encoding="utf-8"))
+            except ValueError:
+                continue  # a malformed skill is skipped rather than breaking every question
+            docs = (meta.get("metadata") or {}).get("documents", 0)
+            out.append(Skill(str(meta.get("name") or path.parent.name),
+                             " ".join(str(meta.get("description", "")).split()),
+                             path.relative_to(self.root).as_posix(), int(docs or 0)))
+        if not out:
+            raise TreeError(f"no skills in {self.root / SKILLS_DIR}")
+        return out
+
+    def __repr__(self) -> str:
+        return f"Tree({str(self.root)!r})"
+
+
+def open_tree(tree: Tree | str | os.PathLike[str]) -> Tree:
+    return tree if isinstance(tree, Tree) else Tree(tree)
