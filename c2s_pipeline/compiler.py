@@ -29,7 +29,7 @@ def open_instance(workspace: Workspace) -> DagsterInstance:
 def compile_corpus(spec: CorpusSpec, workspace: Workspace, provider: str = "offline", model: str = "",
                    instance: DagsterInstance | None = None) -> dict:
     """Register ``spec``, materialize every compile asset for its partition, return the manifest."""
-    from .definitions import compile_assets
+    from .assets import compile_assets
     from .partitions import corpus_partitions
 
     workspace.register(spec)

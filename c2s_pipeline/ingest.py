@@ -80,6 +80,22 @@ def read_corpus(path: Path) -> IngestResult:
     return collector.result
 
 
+def source_fingerprint(path: Path) -> str:
+    """A cheap change detector for a corpus source: names, sizes and modification times of the
+    files a compile would read (hidden ones excepted). Content hashes decide the real changes."""
+    path = Path(path)
+    if not path.exists():
+        return "missing"
+    if path.is_file():
+        stat = path.stat()
+        return sha256_hex(path.name, str(stat.st_size), str(stat.st_mtime_ns))[:24]
+    parts = []
+    for file, rel in _walk(path, _Collector()):
+        stat = file.stat()
+        parts += [rel, str(stat.st_size), str(stat.st_mtime_ns)]
+    return sha256_hex(*parts)[:24]
+
+
 def _walk(root: Path, collector: "_Collector"):
     for dirpath, dirnames, filenames in os.walk(root):
         # Hidden folders (.git, .cache) are not corpus content; they are counted, not listed.

@@ -1,1 +1,7 @@
-"""The compile stages as Dagster assets, partitioned by corpus."""
+"""The compile stages as Dagster assets, partitioned by corpus, in pipeline order."""
+
+from .corpus import doc_cards, doc_embeddings, documents
+from .levels import level_assets
+from .publish import entities, skill_tree
+
+compile_assets = [documents, doc_cards, doc_embeddings, *level_assets(), entities, skill_tree]

@@ -8,7 +8,7 @@ from dagster import AssetExecutionContext, Failure, MetadataValue, asset
 
 from ..artifacts import matrix_version, table_version
 from ..encoder import embed_with_cache
-from ..ingest import CorpusError, as_rows, read_corpus
+from ..ingest import CorpusError, as_rows, read_corpus, source_fingerprint
 from ..llm.schemas import Card, CardInput
 from ..partitions import corpus_partitions
 from ..resources import EncoderResource, LLMResource, WorkspaceResource
@@ -24,6 +24,8 @@ def documents(context: AssetExecutionContext, workspace: WorkspaceResource):
     each rejected input with its file, line and reason, and duplicate texts."""
     stage = Stage("documents", context, workspace)
     spec, art = stage.corpus, stage.artifacts
+    # Taken before reading, so a change made during the read is seen by the next sensor tick.
+    fingerprint = source_fingerprint(Path(spec.source))
     try:
         result = read_corpus(Path(spec.source))
     except CorpusError as exc:
@@ -44,6 +46,7 @@ def documents(context: AssetExecutionContext, workspace: WorkspaceResource):
         raise Failure(description=f"corpus '{spec.name}' has {docs.height} documents, fewer than the branching "
                       f"ratio p={spec.p}: nothing to cluster; lower --p or add documents")
     art.write_table("documents.parquet", docs)
+    art.write_json("source_fingerprint.json", {"source": spec.source, "fingerprint": fingerprint})
     return stage.done(
         table_version(docs, rejected, duplicates),
         {
