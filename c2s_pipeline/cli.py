@@ -53,6 +53,7 @@ def compile_command(
     p: int = typer.Option(10, "--p", help="branching ratio"),
     k: int = typer.Option(10, "--k", help="maximum number of top-level skills"),
     tau: float = typer.Option(0.05, "--tau", help="soft-assignment cosine margin"),
+    full: bool = typer.Option(False, "--full", help="rebuild from scratch instead of updating the published tree"),
     as_json: bool = typer.Option(False, "--json", help="print the manifest as JSON"),
 ) -> None:
     """Compile PATH into a skill tree by materializing the Dagster asset graph for --corpus."""
@@ -70,7 +71,7 @@ def compile_command(
                   console=console, transient=True, disable=as_json) as bars:
         stage_progress.set_listener(_Bars(bars))
         try:
-            manifest = compile_corpus(spec, workspace, provider=provider, model=model)
+            manifest = compile_corpus(spec, workspace, provider=provider, model=model, full=full)
         except CompileError as exc:
             _fail(str(exc))
         finally:
@@ -88,6 +89,8 @@ def print_summary(manifest: dict, out: Path) -> None:
     table.add_column(style="bold")
     table.add_column()
     table.add_row("documents", f"{docs['accepted']} accepted, {docs['rejected']} rejected, {docs['duplicate']} duplicate")
+    build = manifest["build"]
+    table.add_row("build", f"{build['mode']}: {build['reason']}")
     table.add_row("tree", f"{stats['levels']} levels, {stats['skills']} top-level skills, {stats['nav_files']} nav files")
     table.add_row("nav-file size", f"largest {stats['nav_bytes']['max']:,} B, p95 {stats['nav_bytes']['p95']:,} B")
     table.add_row("@see stubs", str(stats["see_stubs"]))

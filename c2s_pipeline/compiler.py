@@ -9,6 +9,7 @@ from pathlib import Path
 
 from dagster import DagsterEventType, DagsterInstance, materialize
 
+from .incremental import FULL_TAG
 from .layout import MANIFEST_FILE
 from .resources import EncoderResource, LLMResource, WorkspaceResource
 from .workspace import CorpusSpec, Workspace
@@ -27,8 +28,11 @@ def open_instance(workspace: Workspace) -> DagsterInstance:
 
 
 def compile_corpus(spec: CorpusSpec, workspace: Workspace, provider: str = "offline", model: str = "",
-                   instance: DagsterInstance | None = None) -> dict:
-    """Register ``spec``, materialize every compile asset for its partition, return the manifest."""
+                   instance: DagsterInstance | None = None, full: bool = False) -> dict:
+    """Register ``spec``, materialize every compile asset for its partition, return the manifest.
+
+    An unchanged corpus costs no LLM call and no embedding; a changed one updates the published
+    tree incrementally unless ``full`` (or the drift guard) asks for a rebuild."""
     from .assets import compile_assets
     from .partitions import corpus_partitions
 
@@ -47,7 +51,7 @@ def compile_corpus(spec: CorpusSpec, workspace: Workspace, provider: str = "offl
         },
         run_config=QUIET_LOGS,
         raise_on_error=False,
-        tags={"c2s/corpus": spec.name},
+        tags={"c2s/corpus": spec.name, **({FULL_TAG: "true"} if full else {})},
     )
     if not result.success:
         raise CompileError(failure_message(result))

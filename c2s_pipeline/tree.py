@@ -63,7 +63,8 @@ class Forest:
             yield from skill.walk()
 
 
-def build_forest(art: CorpusArtifacts) -> Forest:
+def build_forest(art: CorpusArtifacts, previous_names: dict[str, str] | None = None) -> Forest:
+    """The finished hierarchy; nodes named in ``previous_names`` keep those names (and paths)."""
     levels = art.used_levels()
     by_id: dict[str, Node] = {}
     for level in levels:
@@ -80,7 +81,7 @@ def build_forest(art: CorpusArtifacts) -> Forest:
                 child.parent = node
     top = max(levels)
     skills = [n for n in by_id.values() if n.level == top]
-    assign_names(skills, SKILLS_DIR)
+    assign_names(skills, SKILLS_DIR, previous_names or {})
     return Forest(skills=skills, by_id=by_id, levels=len(levels))
 
 
@@ -90,10 +91,19 @@ def safe_name(label: str) -> str:
     return re.sub(r"-{2,}", "-", name).strip("-") or "group"
 
 
-def assign_names(siblings: list[Node], parent_dir: str) -> None:
-    """Unique names among siblings: a clash takes the node's next key term, then a number."""
-    taken: set[str] = set()
-    for node in sorted(siblings, key=lambda n: (-n.size, n.node_id)):
+def assign_names(siblings: list[Node], parent_dir: str, previous: dict[str, str]) -> None:
+    """Unique names among siblings: a node keeps its published name; a new node's name comes
+    from its label, and a clash takes the node's next key term, then a number."""
+    kept = {n.node_id: previous[n.node_id] for n in siblings if n.node_id in previous}
+    if len(set(kept.values())) != len(kept):
+        kept = {}  # siblings regrouped under new parents: names are assigned afresh
+    taken: set[str] = set(kept.values())
+    for node in sorted(siblings, key=lambda n: (n.node_id not in kept, -n.size, n.node_id)):
+        if node.node_id in kept:
+            node.name = kept[node.node_id]
+            node.dir = f"{parent_dir}/{node.name}"
+            assign_names(node.children, node.dir, previous)
+            continue
         base = safe_name(node.label)
         name = base
         for term in node.key_terms:
@@ -107,4 +117,4 @@ def assign_names(siblings: list[Node], parent_dir: str) -> None:
         taken.add(name)
         node.name = name
         node.dir = f"{parent_dir}/{name}"
-        assign_names(node.children, node.dir)
+        assign_names(node.children, node.dir, previous)

@@ -12,9 +12,10 @@ import numpy as np
 import polars as pl
 from dagster import AssetExecutionContext, AssetKey, AssetsDefinition, Failure, MetadataValue, asset
 
-from .. import hierarchy
+from .. import hierarchy, incremental
 from ..artifacts import MAX_LEVELS, REPARTITION_LEVELS, CorpusArtifacts, matrix_version, table_version
 from ..encoder import embed_with_cache
+from ..incremental import FULL_TAG, RunMode
 from ..llm.schemas import (
     ClusterInput,
     ClusterSummary,
@@ -155,12 +156,19 @@ def build_clusters(level: int) -> AssetsDefinition:
 
     @asset(key=clusters_key(level), partitions_def=corpus_partitions, group_name="hierarchy", deps=[upstream],
            code_version=CLUSTERS_VERSION, kinds={"scikitlearn"})
-    def _clusters(context: AssetExecutionContext, workspace: WorkspaceResource, encoder: EncoderResource):
+    def _clusters(context: AssetExecutionContext, workspace: WorkspaceResource, encoder: EncoderResource,
+                  llm: LLMResource):
+        """K-Means into ceil(n/p) clusters with soft assignment — or, on an incremental compile,
+        the published clusters updated in place."""
         stage = Stage(f"clusters/level_{level}", context, workspace)
         spec, art = stage.corpus, stage.artifacts
         if level == 1:
             vectors = art.read_matrix("doc_vectors.npy")
+            fingerprint = incremental.build_fingerprint(spec, llm.compile_provider, encoder.model)
+            mode = incremental.decide(art, art.read_table("documents.parquet"), fingerprint,
+                                      force_full=context.run.tags.get(FULL_TAG) == "true")
         else:
+            mode = RunMode.load(art)
             below = art.level_status(level - 1)
             if not below["used"] or below["top"]:
                 return _unused(stage, level, f"level {level - 1} is the top level" if below["used"] else below["why"])
@@ -168,31 +176,72 @@ def build_clusters(level: int) -> AssetsDefinition:
             vectors = embed_with_cache(encoder.encoder, workspace.workspace.cache, texts, stage.embeddings,
                                        stage.progress)
         item_ids, _ = level_items(art, level)
-        n_clusters = hierarchy.cluster_count(len(item_ids), spec.p)
-        top = n_clusters < spec.k
-        if level == MAX_LEVELS and not top:
-            raise Failure(description=f"corpus '{spec.name}' needs more than {MAX_LEVELS} levels at p={spec.p}, "
-                          f"k={spec.k} ({len(item_ids)} items at level {level}); raise --p or --k")
-        labels = hierarchy.kmeans(vectors, n_clusters)
-        node_ids = [f"L{level}-{i:04d}" for i in range(n_clusters)]
-        groups = [[int(i) for i in np.flatnonzero(labels == c)] for c in range(n_clusters)]
-        placements = hierarchy.place(vectors, groups, spec.tau)
-        clusters = pl.DataFrame({"node_id": node_ids, "members": [[item_ids[i] for i in g] for g in groups]},
+        update = _incremental_update(art, level, item_ids, vectors, mode, spec.p) if mode.incremental else None
+        if update and level == 1:
+            now = float(np.mean(hierarchy.cohesion(vectors, _index_groups(update.groups, item_ids))))
+            before = incremental.published_meta(art)["cohesion_l1"]
+            if now < before - incremental.COHESION_DROP:
+                mode = RunMode("full", f"level-1 cohesion fell from {before:.3f} to {now:.3f}",
+                               mode.added, mode.removed, mode.edited)
+                update = None
+        if level == 1:
+            mode.save(art)
+            context.log.info(f"{mode.mode} compile: {mode.reason}")
+        if update:
+            groups = update.groups
+            top = level == max(incremental.published_meta(art)["levels"])
+            changes = {"changed": update.changed, "removed": update.removed, "split": update.split}
+        else:
+            n_clusters = hierarchy.cluster_count(len(item_ids), spec.p)
+            top = n_clusters < spec.k
+            if level == MAX_LEVELS and not top:
+                raise Failure(description=f"corpus '{spec.name}' needs more than {MAX_LEVELS} levels at p={spec.p}, "
+                              f"k={spec.k} ({len(item_ids)} items at level {level}); raise --p or --k")
+            labels = hierarchy.kmeans(vectors, n_clusters)
+            groups = [(f"L{level}-{c:04d}", [item_ids[i] for i in np.flatnonzero(labels == c)])
+                      for c in range(n_clusters)]
+            changes = {"changed": [g[0] for g in groups], "removed": [], "split": []}
+        node_ids = [g[0] for g in groups]
+        idx_groups = _index_groups(groups, item_ids)
+        place_frame = placement_rows(hierarchy.place(vectors, idx_groups, spec.tau), item_ids, node_ids)
+        clusters = pl.DataFrame({"node_id": node_ids, "members": [g[1] for g in groups]},
                                 schema={"node_id": pl.String, "members": pl.List(pl.String)})
-        place_frame = placement_rows(placements, item_ids, node_ids)
         art.write_matrix(art.level(level, "items.npy"), vectors)
         art.write_table(art.level(level, "clusters.parquet"), clusters)
         art.write_table(art.level(level, "clusters_placements.parquet"), place_frame)
-        status = {"used": True, "top": top, "items": len(item_ids), "clusters": n_clusters}
+        art.write_json(art.level(level, "changes.json"), changes)
+        status = {"used": True, "top": top, "items": len(item_ids), "clusters": len(groups), "mode": mode.mode,
+                  "cohesion": round(float(np.mean(hierarchy.cohesion(vectors, idx_groups))), 6)}
         art.write_json(art.level(level, "status.json"), status)
-        sizes = [len(g) for g in groups]
+        sizes = [len(g) for g in idx_groups]
+        extra = {**mode.counts(), "reason": mode.reason, "clusters_changed": len(changes["changed"])} if level == 1 else {}
         return stage.done(
             table_version(clusters, place_frame, extra=matrix_version(vectors)),
-            {**status, "soft_assigned": int(place_frame["runner_up"].is_not_null().sum()),
+            {**status, **extra, "soft_assigned": int(place_frame["runner_up"].is_not_null().sum()),
              "largest_cluster": max(sizes), "smallest_cluster": min(sizes)},
         )
 
     return _clusters
+
+
+def _index_groups(groups: list[tuple[str, list[str]]], item_ids: list[str]) -> list[list[int]]:
+    index = {m: i for i, m in enumerate(item_ids)}
+    return [[index[m] for m in members] for _, members in groups]
+
+
+def _incremental_update(art: CorpusArtifacts, level: int, item_ids: list[str], vectors: np.ndarray,
+                        mode: RunMode, p: int) -> incremental.LevelUpdate:
+    previous = incremental.previous_groups(art, level)
+    if level == 1:
+        edited = set(mode.edited)
+        return incremental.update_level(previous, item_ids, vectors, leave=set(mode.removed) | edited,
+                                        insert=sorted(set(mode.added) | edited), touched_items=edited,
+                                        split_above=2 * p)
+    known = {m for _, members in previous for m in members}
+    below = art.read_json(art.level(level - 1, "changes.json"))
+    return incremental.update_level(previous, item_ids, vectors, leave=set(below["removed"]),
+                                    insert=[m for m in item_ids if m not in known],
+                                    touched_items=set(below["changed"]), split_above=None)
 
 
 def build_summaries(level: int) -> AssetsDefinition:
@@ -208,7 +257,16 @@ def build_summaries(level: int) -> AssetsDefinition:
         vectors = art.read_matrix(art.level(level, "items.npy"))
         groups = _groups_of(art.read_table(art.level(level, "clusters.parquet")))
         inputs = cluster_inputs(art, level, groups, vectors, {m: i for i, m in enumerate(item_ids)})
-        summaries = stage.runner(llm, SUMMARIES_VERSION).run("summary", inputs, ClusterSummary)
+        runner = stage.runner(llm, SUMMARIES_VERSION)
+        if status.get("mode") == "incremental":
+            # Unchanged clusters keep their published summaries (and so their routing text).
+            changed = set(art.read_json(art.level(level, "changes.json"))["changed"])
+            old = incremental.previous_nodes(art, level)
+            targets = [i for i, (node_id, _) in enumerate(groups) if node_id in changed or node_id not in old]
+            fresh = dict(zip(targets, runner.run("summary", inputs, ClusterSummary, targets=targets)))
+            summaries = [fresh.get(i) or _kept_summary(old[g[0]]) for i, g in enumerate(groups)]
+        else:
+            summaries = runner.run("summary", inputs, ClusterSummary)
         frame = summary_rows(groups, inputs, summaries)
         art.write_table(art.level(level, "summarised.parquet"), frame)
         preview = [{"node": r["node_id"], "label": r["label"], "docs": r["size"], "description": r["description"][:120]}
@@ -229,6 +287,13 @@ def build_repartition(level: int) -> AssetsDefinition:
         status = art.level_status(level)
         if not status["used"]:
             return stage.done(f"unused-{level}", {"used": False})
+        if status.get("mode") == "incremental":
+            # An incremental compile keeps the published partition: repartitioning would move paths.
+            frame = art.read_table(art.level(level, "summarised.parquet"))
+            place_frame = art.read_table(art.level(level, "clusters_placements.parquet"))
+            art.write_table(art.level(level, "repartitioned.parquet"), frame)
+            art.write_table(art.level(level, "repartitioned_placements.parquet"), place_frame)
+            return stage.done(table_version(frame, place_frame), {"skipped": "incremental compile", "clusters": frame.height})
         item_ids, _ = level_items(art, level)
         item_index = {m: i for i, m in enumerate(item_ids)}
         vectors = art.read_matrix(art.level(level, "items.npy"))
@@ -248,8 +313,7 @@ def build_repartition(level: int) -> AssetsDefinition:
         touched = [i for i, (node_id, members) in enumerate(final_groups)
                    if node_id in outcome.touched or node_id not in old]
         fresh = dict(zip(touched, runner.run("summary", inputs, ClusterSummary, targets=touched)))
-        summaries = [fresh.get(i) or ClusterSummary(**{k: old[g[0]][k] for k in ClusterSummary.model_fields})
-                     for i, g in enumerate(final_groups)]
+        summaries = [fresh.get(i) or _kept_summary(old[g[0]]) for i, g in enumerate(final_groups)]
         frame = summary_rows(final_groups, inputs, summaries)
         node_ids = [g[0] for g in final_groups]
         placements = hierarchy.place(vectors, [[item_index[m] for m in g[1]] for g in final_groups], spec.tau)
@@ -263,6 +327,10 @@ def build_repartition(level: int) -> AssetsDefinition:
                            "notes": MetadataValue.md("\n".join(f"- {v.notes}" for v in verdicts if v.notes) or "_none_")})
 
     return _repartition
+
+
+def _kept_summary(row: dict) -> ClusterSummary:
+    return ClusterSummary(**{k: row[k] for k in ClusterSummary.model_fields})
 
 
 def _repartition_requests(p: int, level: int, summarised: pl.DataFrame, vectors: np.ndarray,

@@ -22,7 +22,7 @@ from dagster import (
     asset,
 )
 
-from .. import __version__
+from .. import __version__, incremental
 from ..artifacts import MAX_LEVELS, CorpusArtifacts, table_version
 from ..docstore import StoredDocument, write_document_store
 from ..layout import DOCUMENT_STORE_FILE, ENTITY_INDEX_FILE, MANIFEST_FILE
@@ -175,7 +175,8 @@ def skill_tree(context: AssetExecutionContext, workspace: WorkspaceResource, llm
     manifest.json, checked, then swapped in atomically at the corpus's output path."""
     stage = Stage("skill_tree", context, workspace)
     spec, art = stage.corpus, stage.artifacts
-    forest = build_forest(art)
+    mode = incremental.RunMode.load(art)
+    forest = build_forest(art, incremental.previous_names(art) if mode.incremental else None)
     cards = _cards(art)
     extras = _extras(forest, art, cards)
     out = Path(spec.out)
@@ -198,8 +199,14 @@ def skill_tree(context: AssetExecutionContext, workspace: WorkspaceResource, llm
             raise Failure(description="the rendered tree failed its checks and was not published: "
                           + "; ".join(f"{o.name}: {o.description}" for o in failed))
         manifest = build_manifest(spec, art, forest, files, index, outcomes, llm, encoder, stage)
+        manifest["build"] = {"mode": mode.mode, "reason": mode.reason, **mode.counts()}
         (staged / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
         publish(staged, out)
+        incremental.save_published(
+            art, docs, {level: art.final_nodes(level) for level in art.used_levels()},
+            {n.node_id: n.name for n in forest.nodes()},
+            incremental.build_fingerprint(spec, llm.compile_provider, encoder.model), mode,
+            art.level_status(1)["cohesion"])
     except BaseException:
         if staged.exists():
             import shutil
@@ -210,7 +217,7 @@ def skill_tree(context: AssetExecutionContext, workspace: WorkspaceResource, llm
     preview = "\n".join(f"- **{s['name']}** ({s['documents']} docs): {s['description']}" for s in manifest["skills"])
     return stage.done(
         table_version(pl.DataFrame({"path": list(files), "text": list(files.values())})),
-        {"out": MetadataValue.path(str(out)), "skills": stats["skills"], "levels": stats["levels"],
+        {"out": MetadataValue.path(str(out)), "build_mode": mode.mode, "build_reason": mode.reason, **mode.counts(), "skills": stats["skills"], "levels": stats["levels"],
          "nav_files": stats["nav_files"], "see_stubs": stats["see_stubs"],
          "entity_index_entries": stats["entity_index_entries"], "largest_nav_bytes": stats["nav_bytes"]["max"],
          "p95_nav_bytes": stats["nav_bytes"]["p95"], "top_level_skills": MetadataValue.md(preview)},

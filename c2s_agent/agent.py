@@ -1,0 +1,200 @@
+"""Answering a question over a compiled tree, whatever drives the navigation::
+
+    from c2s_agent import answer
+    result = answer("How do I get a refund?", "out/tree")
+    print(result.answer, result.citations, result.path)
+
+The pieces every provider shares live here: the preloaded context (each skill's name and
+description), the system prompt rules of the method, a turn budget, the citation check and the
+:class:`AnswerResult`. A provider is a function ``(question, tools, *, budget, system, **opts)
+-> Reply`` that acts on the tree only through :class:`~c2s_agent.tools.TreeTools`; ``offline``
+(the deterministic navigator in :mod:`c2s_agent.offline`) is built in, and LLM providers plug in
+with :func:`register_provider`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from .tools import ToolCall, TreeTools
+from .tree import Tree, open_tree
+
+RULES = """\
+You answer questions from a company's documents, compiled into a tree of skill files that you \
+browse with two tools: code_execution (ls, cat, grep, head ... over skills/ and \
+entity_index.json) and get_document(doc_id) for a document's full text.
+
+How to navigate:
+- Start from the skills listed below. Keep at least two candidate skills before committing to \
+one: cat their SKILL.md files and compare.
+- When the question names an entity (a product, feature, error code, file format or proper \
+noun), look it up in entity_index.json first (grep -i NAME entity_index.json) and go where it \
+points.
+- grep -ril TERM skills/<skill>/ shows which groups mention a term; use it as evidence.
+- Descend through ## Sub-groups to INDEX.md files whose ## Documents rows list doc ids. Follow \
+@see stubs to documents filed elsewhere.
+- When a branch is thin or off-topic, jump via ## Related skills or backtrack to the next-best \
+branch instead of answering from it.
+- Summary files are for navigation only: read the documents you rely on with get_document.
+
+How to answer:
+- Every claim must come from a document you retrieved with get_document; cite it as \
+[doc_id] right after the claim. Never cite a summary file or a document you did not retrieve.
+- Direct answer first, no preamble. Factual questions: at most 80 words. Procedures: numbered \
+steps, at most 150 words.
+- If the documents do not answer the question, say so briefly."""
+
+
+def preloaded_context(tree: Tree | str | os.PathLike[str]) -> str:
+    """Each skill's name and description (~200 tokens), the agent's bird's-eye view."""
+    skills = open_tree(tree).skills
+    return "Skills (skills/<name>/SKILL.md):\n" + "\n".join(
+        f"- {s.name} ({s.documents} docs): {s.description}" for s in skills)
+
+
+def system_prompt(tree: Tree | str | os.PathLike[str]) -> str:
+    return f"{RULES}\n\n{preloaded_context(tree)}"
+
+
+class TurnBudget:
+    """Rounds of tool calls an agent may still make; the last round is for answering."""
+
+    def __init__(self, max_turns: int = 10):
+        if max_turns < 1:
+            raise ValueError("max_turns must be at least 1")
+        self.max_turns = int(max_turns)
+        self.used = 0
+
+    @property
+    def left(self) -> int:
+        return self.max_turns - self.used
+
+    def take(self) -> bool:
+        """Start a turn if one is left."""
+        if self.used >= self.max_turns:
+            return False
+        self.used += 1
+        return True
+
+    def reminder(self) -> str:
+        """A line for an LLM provider to append to tool results as the budget runs out."""
+        if self.left <= 1:
+            return "Turn budget exhausted: answer now from the documents you have retrieved."
+        return f"{self.left} turn(s) left."
+
+
+_CITATION = re.compile(r"\[([^\[\]\s]+)\](?!\()")  # [doc_id], but not a markdown [link](url)
+
+
+def citations_in(text: str) -> list[str]:
+    """The ``[doc_id]`` citations of an answer, in order of first appearance."""
+    return list(dict.fromkeys(m.strip("`") for m in _CITATION.findall(text)))
+
+
+def check_citations(answer: str, fetched: list[str], exists: Callable[[str], bool] | None = None) -> list[str]:
+    """Problems with an answer's grounding (empty: every citation was retrieved and exists)."""
+    cited = citations_in(answer)
+    if not cited:
+        return ["no citation: the answer cites no retrieved document"]
+    problems = []
+    seen = set(fetched)
+    for doc_id in cited:
+        if exists is not None and not exists(doc_id):
+            problems.append(f"cited {doc_id} is not a document of this tree")
+        elif doc_id not in seen:
+            problems.append(f"cited {doc_id} was never retrieved with get_document")
+    return problems
+
+
+@dataclass
+class Reply:
+    """What a provider returns."""
+
+    answer: str
+    fetched: list[str] = field(default_factory=list)  # evidence order; default: order first read
+    path: str = ""
+    turns: int = 0
+    visited: list[str] = field(default_factory=list)  # nav files read
+    notes: list[str] = field(default_factory=list)
+    usage: dict = field(default_factory=dict)  # provider extras, e.g. LLM tokens
+
+
+@dataclass
+class AnswerResult:
+    question: str
+    answer: str
+    citations: list[str]
+    fetched: list[str]  # documents read with get_document, best first where the provider ranks
+    trace: list[ToolCall]
+    turns: int
+    usage: dict
+    path: str  # e.g. "skills → billing → refunds → 2 docs"
+    provider: str = "offline"
+    flags: list[str] = field(default_factory=list)  # citation check problems
+    visited: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def grounded(self) -> bool:
+        return not self.flags
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["trace"] = [c.to_dict() for c in self.trace]
+        return data
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+
+
+class UnknownProviderError(ValueError):
+    pass
+
+
+_PROVIDERS: dict[str, Callable[..., Reply] | str] = {"offline": "c2s_agent.offline:navigate"}
+
+
+def register_provider(name: str, provider: Callable[..., Reply] | str) -> None:
+    """Add a provider: a callable, or a lazily imported "module:function" string."""
+    _PROVIDERS[name] = provider
+
+
+def providers() -> list[str]:
+    return sorted(_PROVIDERS)
+
+
+def _provider(name: str) -> Callable[..., Reply]:
+    found = _PROVIDERS.get(name)
+    if found is None:
+        raise UnknownProviderError(f"unknown provider {name!r}; available: {', '.join(providers())}")
+    if isinstance(found, str):
+        module, _, attr = found.partition(":")
+        found = _PROVIDERS[name] = getattr(importlib.import_module(module), attr)
+    return found
+
+
+def answer(question: str, tree: Tree | TreeTools | str | os.PathLike[str], provider: str = "offline",
+           max_turns: int = 10, **opts: object) -> AnswerResult:
+    """Answer ``question`` from the compiled tree at ``tree`` (a path, a Tree, or TreeTools to
+    reuse; a fresh TreeTools gives a trace of this question alone)."""
+    if not isinstance(question, str) or not question.strip():
+        raise ValueError("the question is empty")
+    run = _provider(provider)
+    tools = tree if isinstance(tree, TreeTools) else TreeTools(tree)
+    budget = TurnBudget(max_turns)
+    start = time.perf_counter()
+    reply = run(question, tools, budget=budget, system=system_prompt(tools.tree), **opts)
+    read = tools.fetched
+    fetched = list(dict.fromkeys([d for d in reply.fetched if d in set(read)] + read))
+    flags = check_citations(reply.answer, read, exists=lambda d: d in tools.tree.store)
+    usage = {**tools.usage(), "nav_files_read": len(reply.visited), **reply.usage,
+             "seconds": round(time.perf_counter() - start, 3)}
+    return AnswerResult(question, reply.answer, citations_in(reply.answer), fetched, tools.trace,
+                        reply.turns or budget.used, usage, reply.path, provider, flags,
+                        reply.visited, reply.notes)

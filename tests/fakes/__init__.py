@@ -1,0 +1,1 @@
+"""Test doubles: local fake servers speaking the real LLM APIs."""

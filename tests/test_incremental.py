@@ -1,0 +1,75 @@
+"""Incremental recompilation: a small edit re-does only the affected work and keeps paths."""
+
+import shutil
+
+import pytest
+
+from c2s_pipeline.validate import nav_files
+
+from .conftest import SAMPLE_CORPUS, compile_into
+
+
+@pytest.fixture(scope="module")
+def changed_corpus(tmp_path_factory, dagster_home):
+    root = tmp_path_factory.mktemp("inc")
+    corpus = root / "corpus"
+    shutil.copytree(SAMPLE_CORPUS, corpus)
+    first = compile_into(dagster_home, "living", corpus)
+    docs = sorted(p for p in corpus.rglob("*.md"))
+    removed, edited = docs[3], docs[40]
+    removed_id = removed.relative_to(corpus).as_posix()
+    edited_id = edited.relative_to(corpus).as_posix()
+    removed.unlink()
+    edited.write_text(edited.read_text() + "\n\nUpdate: this now also applies to gift vouchers (error TW-7788).\n")
+    (corpus / "booking" / "holiday-mode.md").write_text(
+        "# Pause bookings during holidays\n\nHoliday mode pauses all new online bookings for a date range. "
+        "Go to **Settings > Booking > Holiday mode**, pick the dates and save; existing appointments stay booked.\n")
+    second = compile_into(dagster_home, "living", corpus)
+    return first, second, removed_id, edited_id
+
+
+def test_small_change_is_applied_incrementally(changed_corpus):
+    first, second, removed_id, edited_id = changed_corpus
+    build = second.manifest["build"]
+    assert build["mode"] == "incremental"
+    assert (build["documents_added"], build["documents_changed"], build["documents_removed"]) == (1, 1, 1)
+    made_first = first.manifest["stats"]["llm_calls"]["made"]
+    made_second = second.manifest["stats"]["llm_calls"]["made"]
+    assert 0 < made_second <= 0.15 * made_first
+    # Two cards are new (added and edited documents). The edit lies past the embedded prefix of
+    # its document, so only the added document needs a new embedding.
+    assert second.manifest["stages"]["doc_cards"]["llm_calls"]["made"] == 2
+    assert second.manifest["stages"]["doc_embeddings"]["embeddings"]["computed"] in (1, 2)
+    paths = second.manifest["doc_paths"]
+    assert removed_id not in paths and "booking/holiday-mode.md" in paths and edited_id in paths
+    assert all(check["passed"] for name, check in second.manifest["checks"].items() if name != "nav_file_sizes")
+
+
+def test_untouched_branches_keep_their_paths_and_summaries(changed_corpus):
+    first, second, removed_id, edited_id = changed_corpus
+    before, after = first.manifest["doc_paths"], second.manifest["doc_paths"]
+    moved = {d for d in before if d in after and before[d] != after[d]}
+    assert len(moved) <= 25, "only documents of a locally split leaf may move"
+    untouched_leaves = set(before.values()) - {before[removed_id], before[edited_id]} - {before[d] for d in moved}
+    untouched_leaves -= {after["booking/holiday-mode.md"]}
+    for leaf in untouched_leaves:
+        assert (second.out / leaf).read_text() == (first.out / leaf).read_text() or \
+            (second.out / leaf).read_text().split("## See also")[0] == (first.out / leaf).read_text().split("## See also")[0]
+    first_files = {p.relative_to(first.out) for p in nav_files(first.out)}
+    second_files = {p.relative_to(second.out) for p in nav_files(second.out)}
+    assert first_files <= second_files | {p for p in first_files if p.as_posix() not in after.values()}
+
+
+def test_full_flag_and_settings_change_force_a_rebuild(changed_corpus, dagster_home):
+    first, second, *_ = changed_corpus
+    again = compile_into(dagster_home, "living", second.source)
+    assert again.manifest["build"]["mode"] == "incremental" and again.manifest["stats"]["llm_calls"]["made"] == 0
+    from c2s_pipeline.compiler import compile_corpus
+    from c2s_pipeline.workspace import CorpusSpec, Workspace
+
+    spec = CorpusSpec(name="living", source=str(second.source), out=str(second.out))
+    forced = compile_corpus(spec, Workspace(dagster_home), full=True)
+    assert forced["build"] == {"mode": "full", "reason": "a full rebuild was requested", "documents_added": 0,
+                               "documents_changed": 0, "documents_removed": 0}
+    retuned = compile_corpus(spec.model_copy(update={"tau": 0.02}), Workspace(dagster_home))
+    assert retuned["build"]["mode"] == "full" and "tau" in retuned["build"]["reason"]
