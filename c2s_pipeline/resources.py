@@ -14,8 +14,7 @@ from .llm.base import CompileProvider
 from .llm.offline import OfflineProvider
 from .workspace import CorpusSpec, Workspace, default_home
 
-PROVIDERS = ("offline",)
-
+PROVIDERS = ("offline", "anthropic", "openai")
 
 class WorkspaceResource(ConfigurableResource):
     """The c2s home: corpus registry (corpora.yaml), stage artifacts, per-item cache."""
@@ -38,24 +37,50 @@ class WorkspaceResource(ConfigurableResource):
 
 
 class LLMResource(ConfigurableResource):
-    """Which LLM does the compile tasks (cards, summaries, repartition, entities)."""
+    """Which LLM does the compile tasks (cards, summaries, repartition, entities).
 
-    provider: str = Field("offline", description="offline (extractive, no network)")
-    model: str = Field("", description="model name for real providers")
+    ``offline`` needs nothing. ``anthropic`` reads ANTHROPIC_API_KEY (or ``api_key``, e.g.
+    ``EnvVar("ANTHROPIC_API_KEY")``); ``openai`` reads OPENAI_API_KEY and, with ``base_url`` (or
+    OPENAI_BASE_URL), serves any OpenAI-compatible server such as vLLM, Ollama or llama.cpp."""
+
+    provider: str = Field("offline", description="offline (extractive, no network) | anthropic | openai")
+    model: str = Field("", description="model for the compile tasks (anthropic default: claude-sonnet-4-6; "
+                                       "openai: required)")
+    card_model: str | None = Field(None, description="a cheaper model for the per-document cards "
+                                                        "(default: model)")
+    base_url: str | None = Field(None, description="API endpoint (default: ANTHROPIC_BASE_URL / OPENAI_BASE_URL, "
+                                                      "else the provider's own)")
+    api_key: str | None = Field(None, description="API key, e.g. EnvVar('ANTHROPIC_API_KEY') (default: the "
+                                                     "provider's environment variable)")
+    concurrency: int = Field(20, description="LLM calls in flight at once")
+    timeout: float = Field(300.0, description="seconds before one HTTP request times out")
+    max_retries: int = Field(5, description="retries of one request on 429 / 5xx / overloaded / timeouts")
 
     _provider: CompileProvider | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
         if self.provider not in PROVIDERS:
             raise ValueError(f"unknown LLM provider {self.provider!r}; choose one of: {', '.join(PROVIDERS)}")
-        self._provider = OfflineProvider()
+        if self.provider == "offline":
+            self._provider = OfflineProvider()
+            return
+        from .llm.clients import make_client
+        from .llm.remote import RemoteProvider
+
+        client = make_client(self.provider, self.model or None, api_key=self.api_key or None,
+                             base_url=self.base_url or None, timeout=self.timeout, max_retries=self.max_retries)
+        self._provider = RemoteProvider(client, card_model=self.card_model or None, concurrency=self.concurrency)
+
+    def teardown_after_execution(self, context: InitResourceContext) -> None:
+        close = getattr(self._provider, "close", None)
+        if close is not None:
+            close()
 
     @property
     def compile_provider(self) -> CompileProvider:
         if self._provider is None:
             self.setup_for_execution(None)  # direct use outside a run
         return self._provider
-
 
 class EncoderResource(ConfigurableResource):
     """The sentence encoder; the bundled all-MiniLM-L6-v2 loads offline, and only when needed."""

@@ -33,7 +33,8 @@ def test_small_change_is_applied_incrementally(changed_corpus):
     build = second.manifest["build"]
     assert build["mode"] == "incremental"
     assert (build["documents_added"], build["documents_changed"], build["documents_removed"]) == (1, 1, 1)
-    made_first = first.manifest["stats"]["llm_calls"]["made"]
+    # The first compile may be served from the session's shared cache: count its calls either way.
+    made_first = sum(first.manifest["stats"]["llm_calls"].values())
     made_second = second.manifest["stats"]["llm_calls"]["made"]
     assert 0 < made_second <= 0.15 * made_first
     # Two cards are new (added and edited documents). The edit lies past the embedded prefix of

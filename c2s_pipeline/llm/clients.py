@@ -146,6 +146,10 @@ class MissingAPIKeyError(LLMError):
     pass
 
 
+class MalformedResponseError(LLMError):
+    """A 2xx response that is not a well-formed API answer."""
+
+
 class LLMAPIError(LLMError):
     def __init__(self, message: str, *, status: int | None = None, attempts: int = 1, retryable: bool = False):
         super().__init__(message)
@@ -247,6 +251,10 @@ class ChatClient:
     def _timeout_error(self) -> type:
         raise NotImplementedError
 
+    def _sdk_base_error(self) -> type:
+        """The SDK's base API error (e.g. a response that fails the SDK's own validation)."""
+        raise NotImplementedError
+
     # SDK clients: one sync client, one async client per event loop (an async connection pool
     # belongs to the loop that opened it).
     @property
@@ -295,11 +303,11 @@ class ChatClient:
             attempt += 1
             try:
                 response = self._create(self.sdk, {**kwargs, "extra_headers": _retry_header(attempt)})
+                result = self._read(response, model)
             except Exception as err:  # noqa: BLE001 - classified below
                 delay = self._retry_delay(err, attempt)
                 time.sleep(delay)
                 continue
-            result = self._parse(response, model)
             result.attempts = attempt
             return result
 
@@ -318,13 +326,21 @@ class ChatClient:
             attempt += 1
             try:
                 response = await self._create(self._async_sdk(), {**kwargs, "extra_headers": _retry_header(attempt)})
+                result = self._read(response, model)
             except Exception as err:  # noqa: BLE001 - classified below
                 delay = self._retry_delay(err, attempt)
                 await asyncio.sleep(delay)
                 continue
-            result = self._parse(response, model)
             result.attempts = attempt
             return result
+
+    def _read(self, response: Any, model: str) -> ChatResult:
+        try:
+            return self._parse(response, model)
+        except LLMError:
+            raise
+        except (AttributeError, KeyError, TypeError, ValueError, IndexError) as exc:
+            raise MalformedResponseError(f"unreadable response ({type(exc).__name__}: {exc})") from exc
 
     def _retry_delay(self, err: Exception, attempt: int) -> float:
         """How long to wait before the next attempt; raises ``LLMAPIError`` (or ``err`` itself when
@@ -341,6 +357,10 @@ class ChatClient:
             status, retryable, wait = None, True, None
             what = (f"request timed out (timeout {self.timeout:g}s)" if isinstance(err, self._timeout_error())
                     else f"connection error: {err.__cause__ or err}")
+        elif isinstance(err, (MalformedResponseError, json.JSONDecodeError, self._sdk_base_error())):
+            # A 200 whose body is not the API's (a proxy's error page, a cut connection): transient.
+            status, retryable, wait = None, True, None
+            what = str(err) if isinstance(err, MalformedResponseError) else f"unreadable response ({err})"
         else:
             raise err
         if not retryable or attempt >= self.retry.max_attempts:
@@ -418,6 +438,11 @@ class AnthropicClient(ChatClient):
 
         return anthropic.APITimeoutError
 
+    def _sdk_base_error(self) -> type:
+        import anthropic
+
+        return anthropic.APIError
+
     def _request(self, messages, *, system, tools, tool_choice, max_tokens, temperature, stop, model, json_mode,
                  cache, cache_conversation) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"model": model, "max_tokens": max_tokens,
@@ -440,8 +465,8 @@ class AnthropicClient(ChatClient):
             blocks = [dict(b) for b in last["content"]]
             blocks[-1]["cache_control"] = dict(CACHE_CONTROL)
             kwargs["messages"][-1] = {**last, "content": blocks}
-        if temperature is not None:
-            kwargs["temperature"] = temperature
+        # No temperature: the Messages API this SDK speaks has no sampling parameters any more, so
+        # ``temperature`` is an OpenAI-side knob only.
         if stop:
             kwargs["stop_sequences"] = list(stop)
         return kwargs
@@ -560,6 +585,11 @@ class OpenAIClient(ChatClient):
 
         return openai.APITimeoutError
 
+    def _sdk_base_error(self) -> type:
+        import openai
+
+        return openai.APIError
+
     def _request(self, messages, *, system, tools, tool_choice, max_tokens, temperature, stop, model, json_mode,
                  cache, cache_conversation) -> dict[str, Any]:
         chat = openai_messages(_as_messages(messages))
@@ -584,7 +614,7 @@ class OpenAIClient(ChatClient):
 
     def _parse(self, response: Any, model: str) -> ChatResult:
         if not response.choices:
-            raise LLMAPIError(f"openai: the response has no choices (model {response.model})")
+            raise MalformedResponseError(f"the response has no choices (model {response.model})")
         choice = response.choices[0]
         message = choice.message
         calls = []

@@ -213,7 +213,7 @@ class FakeLLMServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = _Server(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._httpd.block_on_close = False
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
@@ -306,7 +306,8 @@ class FakeLLMServer:
             return exc.status, json.dumps(self._error_body(exc.error_type, str(exc), request_id)).encode(), ids
         except Exception as exc:  # noqa: BLE001 - a broken handler: answer 500, keep it for the test
             self.errors.append(exc)
-            return 500, json.dumps(self._error_body("api_error", f"handler failed: {exc!r}", request_id)).encode(), ids
+            body = self._error_body("api_error", f"fake server handler failed: {exc!r}", request_id)
+            return 500, json.dumps(body).encode(), {**ids, "x-should-retry": "false"}  # fail the test fast
         wait = self.latency + reply.delay
         if wait and self._stopping.wait(wait):
             return 503, b"{}", ids
@@ -523,6 +524,10 @@ class FakeLLMServer:
                       "total_tokens": prompt + u["output_tokens"],
                       "prompt_tokens_details": {"cached_tokens": u["cache_read_tokens"]}},
         }
+
+
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 256  # the default backlog of 5 drops concurrent connects (a 1 s SYN retry)
 
 
 def _segments(body: dict[str, Any]) -> list[tuple[str, bool]]:
