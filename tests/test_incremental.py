@@ -74,3 +74,24 @@ def test_full_flag_and_settings_change_force_a_rebuild(changed_corpus, dagster_h
                                "documents_changed": 0, "documents_removed": 0}
     retuned = compile_corpus(spec.model_copy(update={"tau": 0.02}), Workspace(dagster_home))
     assert retuned["build"]["mode"] == "full" and "tau" in retuned["build"]["reason"]
+
+
+def test_a_crash_while_rendering_leaves_the_published_tree_serving(changed_corpus, dagster_home, monkeypatch):
+    from c2s_pipeline.assets import publish as publish_stage
+    from c2s_pipeline.compiler import CompileError, compile_corpus
+    from c2s_pipeline.workspace import CorpusSpec, Workspace
+
+    first, second, *_ = changed_corpus
+    before = {p.relative_to(second.out): p.read_bytes() for p in second.out.rglob("*") if p.is_file()}
+
+    def disk_full(path, documents):
+        path.write_bytes(b"partial")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(publish_stage, "write_document_store", disk_full)
+    spec = CorpusSpec(name="living", source=str(second.source), out=str(second.out))
+    with pytest.raises(CompileError, match="skill_tree: .*No space left on device"):
+        compile_corpus(spec, Workspace(dagster_home), full=True)
+    after = {p.relative_to(second.out): p.read_bytes() for p in second.out.rglob("*") if p.is_file()}
+    assert after == before
+    assert not [p for p in second.out.parent.iterdir() if ".staging-" in p.name or ".previous-" in p.name]
