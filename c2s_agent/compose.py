@@ -23,6 +23,8 @@ _PROCEDURAL = re.compile(
     r"where (do|can) i (find|set|change|turn|add|enable|go))", re.I)
 _STEP = re.compile(r"^\s*(\d{1,2})[.)]\s+(.*\S)")
 _HEADING = re.compile(r"^\s*#{1,6}\s+(.*\S)")
+_TABLE_RULE = re.compile(r"^\|?\s*:?-{3,}")
+_BULLET = re.compile(r"^[-*+]\s+")
 
 
 def is_procedural(question: str) -> bool:
@@ -34,7 +36,7 @@ def compose_answer(question: str, pages: Sequence[Page], qterms: Sequence[str]) 
     pages = [p for p in pages if p.text.strip()]
     if not pages:
         return NOT_FOUND
-    pool = [(s, rank, i) for rank, p in enumerate(pages) for i, s in enumerate(sentences(p.text))
+    pool = [(s, rank, i) for rank, p in enumerate(pages) for i, s in enumerate(_sentences(p.text))
             if 3 <= len(s.split()) <= 90]
     if not pool:
         return NOT_FOUND
@@ -116,7 +118,22 @@ def _steps(text: str, weight: dict[str, float]) -> list[str]:
 def _following(text: str, lead: tuple[str, int, int] | None) -> list[str]:
     """No numbered list: the sentences from the best one on, as steps."""
     start = lead[2] if lead else 0
-    return [s for s in sentences(text)[start:] if len(s.split()) >= 3][:5]
+    return [s for s in _sentences(text)[start:] if len(s.split()) >= 3][:5]
+
+
+def _sentences(text: str) -> list[str]:
+    """Sentences of a document, with markdown structure turned into prose first: headings are
+    dropped (fragments, not answers), list markers go, and a table row becomes "a: b; c"."""
+    lines = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if _HEADING.match(stripped) or _TABLE_RULE.match(stripped):
+            continue
+        if stripped.startswith("|"):
+            cells = [c.strip() for c in stripped.strip("|").split("|") if c.strip()]
+            stripped = f"{cells[0]}: {'; '.join(cells[1:])}." if len(cells) > 1 else " ".join(cells)
+        lines.append(_BULLET.sub("", stripped))
+    return sentences("\n".join(lines))
 
 
 def _clip(text: str, words: int) -> str:

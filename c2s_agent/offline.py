@@ -35,7 +35,7 @@ from c2s_pipeline.layout import ENTITY_INDEX_FILE, SKILLS_DIR
 from .compose import compose_answer
 from .navfile import Card, Group, NavFile, parse_nav_file
 from .scoring import bm25, embedder, query_terms, rrf, terms
-from .agent import Reply, TurnBudget
+from .agent import Reply, TurnBudget, citations_in
 from .tools import Page, TreeTools, parse_document
 
 MAX_TERMS = 12  # question terms grepped for
@@ -43,7 +43,10 @@ MAX_ENTITIES = 8  # entity-index entries read per question
 ENTITY_WINDOW = 82  # lines read per entity (indent-1 JSON: 4 lines per entry, ~20 entries)
 RRF_K = 10.0  # small k: candidate lists are short (tens), so top ranks should count
 THIN_COVERAGE = 0.5  # below this share of the question's term weight a branch is "thin"
-WEAK_LEAVES = 0.5  # backtrack when the best card covers less of the question than this
+REACHED_SHARE = 0.75  # backtrack when the leaves reached hold less of the question's term weight
+MISSING_SHARE = 0.1  # ... and only towards a missing term that carries this much of it
+MAX_BACKTRACKS = 2
+EMBED_CHARS = 2000  # document text embedded after the card, as the compiler does
 
 
 def navigate(question: str, tools: TreeTools, *, budget: TurnBudget | None = None,
@@ -89,7 +92,8 @@ class Navigator:
         cards = self._candidates(leaves)
         ranked, pages = self._rank(cards, leaves)
         text = compose_answer(question, [pages[d] for d in ranked[:3]], self.qterms)
-        return Reply(text, ranked, self._path(ranked, cards), self.budget.used, list(self.read), self.notes)
+        path = self._path(ranked, cards, len(citations_in(text)))
+        return Reply(text, ranked, path, self.budget.used, list(self.read), self.notes)
 
     def _can_descend(self) -> bool:
         return self.budget.left > 1  # keep one round for get_document
@@ -174,16 +178,29 @@ class Navigator:
                         seen.add(g.path)
                         frontier.append(_Node(g, nav.path))
             level += 1
-        # Backtrack: when the leaves reached cover the question poorly, open the best
-        # unexplored node (relative to its siblings) and go down from it.
-        for _ in range(2):
-            if not pending or self._leaf_strength(leaves) >= WEAK_LEAVES or not self._can_descend():
+        # Backtrack: when the question's distinctive terms occur in the tree but in none of
+        # the leaves reached, go back to the unexplored node that holds most of what is missing.
+        for _ in range(MAX_BACKTRACKS):
+            missing = self._missing(leaves)
+            if not pending or not missing or not self._can_descend():
                 break
-            pending.sort(key=lambda n: -n.score)
-            start = pending.pop(0)
+            gain = [sum(self.idf[t] for t in missing if self._below(self.grep_counts[t], n.group.path))
+                    for n in pending]
+            best = max(range(len(pending)), key=lambda i: (gain[i], pending[i].score))
+            if gain[best] <= 0:
+                break
+            start = pending.pop(best)
             self.notes.append(f"backtrack to {start.group.path}")
             leaves += self._greedy_from(start, pending)
         return leaves
+
+    def _missing(self, leaves: list[NavFile]) -> list[str]:
+        """Terms carrying much of the question's weight that the tree has but the leaves lack."""
+        present = {t for t, hits in self.grep_counts.items() if hits}
+        total = sum(self.idf[t] for t in present) or 1.0
+        found = {t for t in present if any(self._below(self.grep_counts[t], nav.path) for nav in leaves)}
+        lost = [t for t in present - found if self.idf[t] / total >= MISSING_SHARE]
+        return lost if sum(self.idf[t] for t in present - found) / total > 1 - REACHED_SHARE else []
 
     def _greedy_from(self, start: _Node, pending: list[_Node]) -> list[NavFile]:
         frontier, leaves = [start], []
@@ -278,17 +295,6 @@ class Navigator:
                     cards[c.doc_id] = Card(c.doc_id, c.title, c.one_line, c.phrases, c.home or nav.path)
         return cards
 
-    def _leaf_strength(self, leaves: list[NavFile]) -> float:
-        """Best share of the question's terms one card carries (1.0: some card has them all)."""
-        qset = set(self.qterms)
-        if not qset:
-            return 1.0
-        best = 0.0
-        for nav in leaves:
-            for c in nav.cards:
-                best = max(best, len(qset & set(terms(c.text))) / len(qset))
-        return best
-
     def _rank(self, cards: dict[str, Card], leaves: list[NavFile]) -> tuple[list[str], dict[str, Page]]:
         """Cards first (cheap), then the best candidates' text via get_document; fused."""
         if not cards or not self.budget.take():
@@ -308,14 +314,14 @@ class Navigator:
         if not kept:
             return [], {}
         at = {d: i for i, d in enumerate(ids)}
-        doc_texts = [f"{cards[d].text}\n{pages[d].text[:2000]}" for d in kept]
+        doc_texts = [embedding_text(cards[d], pages[d].text) for d in kept]
         doc_emb = self.embed(doc_texts) @ self.qvec
         doc_lex = bm25(self.qterms, [terms(f"{pages[d].title} {pages[d].text}") for d in kept])
         final = rrf(card_emb[[at[d] for d in kept]], card_lex[[at[d] for d in kept]], doc_emb, doc_lex, k=RRF_K)
         ranked = [kept[i] for i in np.argsort(-final, kind="stable")]
         return ranked, pages
 
-    def _path(self, ranked: list[str], cards: dict[str, Card]) -> str:
+    def _path(self, ranked: list[str], cards: dict[str, Card], cited: int) -> str:
         """skills → skill → group → … → N docs, along the branch of the best document."""
         if not ranked:
             return "skills → (no documents found)"
@@ -325,7 +331,13 @@ class Navigator:
             nav = self.read.get(home)
             chain.append(nav.name if nav else posixpath.basename(posixpath.dirname(home)))
             home = self.parents.get(home, "")
-        return " → ".join(["skills", *reversed(chain), f"{min(len(ranked), 3)} docs"])
+        return " → ".join(["skills", *reversed(chain), f"{cited} doc{'s' * (cited != 1)}"])
+
+
+def embedding_text(card: Card, text: str) -> str:
+    """What a document is embedded as: its card, then the start of its text (as the compiler
+    does; the encoder reads ~256 tokens)."""
+    return f"{card.title}. {card.one_line} {'; '.join(card.phrases)}\n{text[:EMBED_CHARS]}"
 
 
 def _under(file: str, nav: str) -> bool:

@@ -6,7 +6,6 @@ recorded, so an unchanged corpus never gets a run; ``run_key`` makes a change re
 """
 
 import os
-from pathlib import Path
 
 from dagster import (
     AssetSelection,
@@ -22,8 +21,10 @@ from dagster import (
     sensor,
 )
 
+from dagster_aws.s3 import S3Resource
+
 from .assets import compile_assets
-from .ingest import source_fingerprint
+from .assets.corpus import corpus_fingerprint
 from .partitions import corpus_partitions
 from .resources import WorkspaceResource
 
@@ -35,11 +36,11 @@ compile_job = define_asset_job(
 )
 
 
-def changed_corpora(workspace: WorkspaceResource, log) -> dict[str, str]:
+def changed_corpora(workspace: WorkspaceResource, s3: S3Resource, log) -> dict[str, str]:
     """Registered corpora whose source differs from what their last compile read: name → fingerprint."""
     changed = {}
     for name, spec in sorted(workspace.workspace.corpora().items()):
-        current = source_fingerprint(Path(spec.source))
+        current = corpus_fingerprint(spec.source, s3)
         if current == "missing":
             log.warning(f"corpus '{name}': source {spec.source} does not exist; skipped")
             continue
@@ -53,11 +54,11 @@ def changed_corpora(workspace: WorkspaceResource, log) -> dict[str, str]:
 @sensor(job=compile_job, minimum_interval_seconds=60, default_status=DefaultSensorStatus.RUNNING,
         description="Adds each corpus registered in $DAGSTER_HOME/corpora.yaml as a partition and "
                     "requests a compile when its source changes.")
-def corpus_sensor(context: SensorEvaluationContext, workspace: WorkspaceResource):
+def corpus_sensor(context: SensorEvaluationContext, workspace: WorkspaceResource, s3: S3Resource):
     known = set(context.instance.get_dynamic_partitions(corpus_partitions.name))
     registered = set(workspace.workspace.corpora())
     new = sorted(registered - known)
-    changed = changed_corpora(workspace, context.log)
+    changed = changed_corpora(workspace, s3, context.log)
     requests = [RunRequest(partition_key=name, run_key=f"{name}:{fp}", tags={"c2s/trigger": "sensor"})
                 for name, fp in changed.items()]
     if not new and not requests:
@@ -68,9 +69,9 @@ def corpus_sensor(context: SensorEvaluationContext, workspace: WorkspaceResource
 
 @schedule(job=compile_job, cron_schedule=NIGHTLY_CRON, default_status=DefaultScheduleStatus.RUNNING,
           description="Nightly recompile of every corpus whose source changed (cron: $C2S_NIGHTLY_CRON).")
-def nightly_recompile(context: ScheduleEvaluationContext, workspace: WorkspaceResource):
+def nightly_recompile(context: ScheduleEvaluationContext, workspace: WorkspaceResource, s3: S3Resource):
     known = set(context.instance.get_dynamic_partitions(corpus_partitions.name))
-    changed = {n: fp for n, fp in changed_corpora(workspace, context.log).items() if n in known}
+    changed = {n: fp for n, fp in changed_corpora(workspace, s3, context.log).items() if n in known}
     if not changed:
         return SkipReason("no registered corpus changed since its last compile")
     stamp = context.scheduled_execution_time.strftime("%Y-%m-%d") if context.scheduled_execution_time else ""

@@ -45,7 +45,8 @@ def _fail(message: str, code: int = 1) -> None:
 
 @app.command("compile")
 def compile_command(
-    path: Path = typer.Argument(..., help="a directory of .md .txt .html .json .jsonl files, or one such file"),
+    path: str = typer.Argument(..., help="a directory of .md .txt .html .json .jsonl files, one such file, "
+                                          "or an s3://bucket/prefix/"),
     corpus: str = typer.Option(..., "--corpus", help="partition name for this corpus"),
     out: Optional[Path] = typer.Option(None, "--out", help="output tree (default: $DAGSTER_HOME/trees/NAME)"),
     provider: str = typer.Option("offline", "--provider", help="LLM provider for compile tasks"),
@@ -53,18 +54,22 @@ def compile_command(
     p: int = typer.Option(10, "--p", help="branching ratio"),
     k: int = typer.Option(10, "--k", help="maximum number of top-level skills"),
     tau: float = typer.Option(0.05, "--tau", help="soft-assignment cosine margin"),
+    publish: Optional[str] = typer.Option(None, "--publish", help="also publish the tree to s3://bucket/prefix/"),
     full: bool = typer.Option(False, "--full", help="rebuild from scratch instead of updating the published tree"),
     as_json: bool = typer.Option(False, "--json", help="print the manifest as JSON"),
 ) -> None:
     """Compile PATH into a skill tree by materializing the Dagster asset graph for --corpus."""
     from .compiler import CompileError, compile_corpus
 
+    from .storage import is_s3
+
     workspace = Workspace()
-    if not path.exists():
+    if not is_s3(path) and not Path(path).exists():
         _fail(f"corpus path does not exist: {path}")
     try:
-        spec = CorpusSpec(name=corpus, source=str(path.resolve()),
-                          out=str((out or workspace.home / "trees" / corpus).resolve()), p=p, k=k, tau=tau)
+        spec = CorpusSpec(name=corpus, source=path if is_s3(path) else str(Path(path).resolve()),
+                          out=str((out or workspace.home / "trees" / corpus).resolve()), p=p, k=k, tau=tau,
+                          publish=publish)
     except ValidationError as exc:
         _fail("; ".join(f"--{e['loc'][0]}: {e['msg']}" for e in exc.errors()), 2)
     with Progress(TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

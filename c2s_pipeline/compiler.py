@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from dagster import DagsterEventType, DagsterInstance, materialize
+from dagster_aws.s3 import S3Resource
 
 from .incremental import FULL_TAG
 from .layout import MANIFEST_FILE
@@ -28,7 +29,7 @@ def open_instance(workspace: Workspace) -> DagsterInstance:
 
 
 def compile_corpus(spec: CorpusSpec, workspace: Workspace, provider: str = "offline", model: str = "",
-                   instance: DagsterInstance | None = None, full: bool = False) -> dict:
+                   instance: DagsterInstance | None = None, full: bool = False, s3: S3Resource | None = None) -> dict:
     """Register ``spec``, materialize every compile asset for its partition, return the manifest.
 
     An unchanged corpus costs no LLM call and no embedding; a changed one updates the published
@@ -48,6 +49,7 @@ def compile_corpus(spec: CorpusSpec, workspace: Workspace, provider: str = "offl
             "workspace": WorkspaceResource(home=str(workspace.home)),
             "llm": LLMResource(provider=provider, model=model),
             "encoder": EncoderResource(),
+            "s3": s3 or S3Resource(),
         },
         run_config=QUIET_LOGS,
         raise_on_error=False,
@@ -56,6 +58,7 @@ def compile_corpus(spec: CorpusSpec, workspace: Workspace, provider: str = "offl
     if not result.success:
         raise CompileError(failure_message(result))
     return json.loads((Path(spec.out) / MANIFEST_FILE).read_text())
+
 
 
 def failure_message(result) -> str:

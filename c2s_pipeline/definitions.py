@@ -2,6 +2,7 @@
 the compile job, the corpus sensor and the nightly schedule."""
 
 from dagster import Definitions, in_process_executor
+from dagster_aws.s3 import S3Resource
 
 from .assets import compile_assets
 from .automation import compile_job, corpus_sensor, nightly_recompile
@@ -12,7 +13,9 @@ defs = Definitions(
     jobs=[compile_job],
     sensors=[corpus_sensor],
     schedules=[nightly_recompile],
-    resources={"workspace": WorkspaceResource(), "llm": LLMResource(), "encoder": EncoderResource()},
+    # S3 is configured by the usual AWS variables (AWS_ENDPOINT_URL, AWS_REGION, credentials).
+    resources={"workspace": WorkspaceResource(), "llm": LLMResource(), "encoder": EncoderResource(),
+               "s3": S3Resource()},
     # Steps are short and share the encoder and cache; in-process avoids a process spawn per step.
     executor=in_process_executor,
 )

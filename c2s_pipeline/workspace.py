@@ -35,6 +35,7 @@ class CorpusSpec(BaseModel):
     p: int = Field(10, ge=2, description="branching ratio: items per cluster at each level")
     k: int = Field(10, ge=2, description="stop when fewer than k clusters remain: the top level")
     tau: float = Field(0.05, ge=0.0, le=1.0, description="soft-assignment cosine margin")
+    publish: str | None = Field(None, description="also publish the tree to this S3 prefix (s3://bucket/prefix/)")
 
     @field_validator("name")
     @classmethod
@@ -45,6 +46,14 @@ class CorpusSpec(BaseModel):
                 "starting with a letter or digit"
             )
         return name
+
+
+    @field_validator("publish")
+    @classmethod
+    def _s3_uri(cls, uri: str | None) -> str | None:
+        if uri is not None and not uri.startswith("s3://"):
+            raise ValueError(f"publish target {uri!r} must be an s3:// URI")
+        return uri
 
 
 class Workspace:
@@ -74,7 +83,7 @@ class Workspace:
         corpora = self.corpora()
         corpora[spec.name] = spec
         self.home.mkdir(parents=True, exist_ok=True)
-        body = {"corpora": {n: s.model_dump(exclude={"name"}) for n, s in sorted(corpora.items())}}
+        body = {"corpora": {n: s.model_dump(exclude={"name"}, exclude_none=True) for n, s in sorted(corpora.items())}}
         tmp = self.registry_path.with_suffix(".tmp")
         tmp.write_text(yaml.safe_dump(body, sort_keys=True))
         tmp.replace(self.registry_path)

@@ -6,6 +6,8 @@ import time
 import pytest
 from dagster import SkipReason, build_schedule_context, build_sensor_context, instance_for_test
 
+from dagster_aws.s3 import S3Resource
+
 from c2s_pipeline.automation import corpus_sensor, nightly_recompile
 from c2s_pipeline.compiler import compile_corpus
 from c2s_pipeline.resources import WorkspaceResource
@@ -31,8 +33,12 @@ def setup(tmp_path):
         yield instance, workspace, tmp_path
 
 
+def resources(workspace):
+    return {"workspace": WorkspaceResource(home=str(workspace.home)), "s3": S3Resource()}
+
+
 def evaluate_sensor(instance, workspace):
-    with build_sensor_context(instance=instance, resources={"workspace": WorkspaceResource(home=str(workspace.home))}) as ctx:
+    with build_sensor_context(instance=instance, resources=resources(workspace)) as ctx:
         result = corpus_sensor(ctx)
     if isinstance(result, SkipReason):
         return [], [], result
@@ -62,7 +68,7 @@ def test_sensor_adds_partitions_and_requests_only_changed_corpora(setup):
     assert runs == ["beta"] and result.run_requests[0].run_key.startswith("beta:")
 
     # The nightly schedule sees the same change, for known partitions only.
-    with build_schedule_context(instance=instance, resources={"workspace": WorkspaceResource(home=str(workspace.home))},
+    with build_schedule_context(instance=instance, resources=resources(workspace),
                                 scheduled_execution_time=dt.datetime(2026, 12, 3, 2, 0)) as ctx:
         requests = nightly_recompile(ctx)
     assert [r.partition_key for r in requests] == ["beta"]

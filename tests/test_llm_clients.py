@@ -28,7 +28,6 @@ from tests.fakes.llm_servers import (
     Reply,
     anthropic_server,  # noqa: F401 - fixtures
     error,
-    json_text,
     openai_server,  # noqa: F401
     overloaded,
     rate_limited,
@@ -141,6 +140,9 @@ def test_anthropic_tool_use_conversation_threads_tool_results(anthropic_server):
         {"type": "tool_result", "tool_use_id": first.tool_calls[1].id, "content": "no such document",
          "is_error": True},
     ]
+    assert anthropic_server.requests[1].tool_results == [
+        {"id": first.tool_calls[0].id, "content": "shipping/ billing/", "is_error": False},
+        {"id": first.tool_calls[1].id, "content": "no such document", "is_error": True}]
     assert len(anthropic_server.requests[2].body["messages"]) == 5
     assert anthropic_server.errors == []
 
@@ -240,6 +242,7 @@ def test_openai_tool_conversation_threads_tool_messages(openai_server):
     assert sent[2]["content"] is None
     assert [(c["id"], c["function"]["name"], json.loads(c["function"]["arguments"])) for c in sent[2]["tool_calls"]] == [
         (c.id, c.name, c.arguments) for c in first.tool_calls]
+    assert [r["id"] for r in openai_server.requests[1].tool_results] == [c.id for c in first.tool_calls]
     assert [(m["tool_call_id"], m["content"]) for m in sent[3:]] == [
         (first.tool_calls[0].id, "result 0"), (first.tool_calls[1].id, "result 1")]
     assert openai_server.errors == []

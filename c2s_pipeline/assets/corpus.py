@@ -5,6 +5,7 @@ from pathlib import Path
 
 import polars as pl
 from dagster import AssetExecutionContext, Failure, MetadataValue, asset
+from dagster_aws.s3 import S3Resource
 
 from ..artifacts import matrix_version, table_version
 from ..encoder import embed_with_cache
@@ -12,22 +13,28 @@ from ..ingest import CorpusError, as_rows, read_corpus, source_fingerprint
 from ..llm.schemas import Card, CardInput
 from ..partitions import corpus_partitions
 from ..resources import EncoderResource, LLMResource, WorkspaceResource
+from ..storage import download_prefix, is_s3, s3_fingerprint
 from ._stage import LLM_RETRY, Stage, markdown_table
 
 CARD_TEXT_CHARS = 4000  # what a card prompt sees of a document
 EMBED_TEXT_CHARS = 2000  # document text embedded after its card (the encoder reads ~256 tokens)
 
 
+def corpus_fingerprint(source: str, s3: S3Resource) -> str:
+    return s3_fingerprint(s3.get_client(), source) if is_s3(source) else source_fingerprint(Path(source))
+
+
 @asset(partitions_def=corpus_partitions, group_name="ingest", code_version="documents-1", kinds={"polars"})
-def documents(context: AssetExecutionContext, workspace: WorkspaceResource):
+def documents(context: AssetExecutionContext, workspace: WorkspaceResource, s3: S3Resource):
     """Every input file or record: accepted documents with stable ids and content hashes, plus
     each rejected input with its file, line and reason, and duplicate texts."""
     stage = Stage("documents", context, workspace)
     spec, art = stage.corpus, stage.artifacts
     # Taken before reading, so a change made during the read is seen by the next sensor tick.
-    fingerprint = source_fingerprint(Path(spec.source))
+    fingerprint = corpus_fingerprint(spec.source, s3)
     try:
-        result = read_corpus(Path(spec.source))
+        local = download_prefix(s3.get_client(), spec.source, art.root / "source") if is_s3(spec.source) else Path(spec.source)
+        result = read_corpus(local)
     except CorpusError as exc:
         raise Failure(description=str(exc)) from exc
     rejected = pl.DataFrame(as_rows(result.rejected), schema={"source": pl.String, "reason": pl.String})

@@ -7,7 +7,6 @@ through. The lineage graph thus shows the method's real order of work: a level's
 the next level's embeddings.
 """
 
-
 import numpy as np
 import polars as pl
 from dagster import AssetExecutionContext, AssetKey, AssetsDefinition, Failure, MetadataValue, asset

@@ -1,7 +1,6 @@
 """entities → skill_tree: entity index and related skills, then the rendered, checked,
 atomically published tree with its manifest and document store."""
 
-
 import json
 import math
 import re
@@ -21,6 +20,7 @@ from dagster import (
     MetadataValue,
     asset,
 )
+from dagster_aws.s3 import S3Resource
 
 from .. import __version__, incremental
 from ..artifacts import MAX_LEVELS, CorpusArtifacts, table_version
@@ -31,7 +31,8 @@ from ..partitions import corpus_partitions
 from ..publish import publish, staging_dir
 from ..render import DocCard, NodeExtras, doc_stub, group_stub, render_node
 from ..resources import EncoderResource, LLMResource, WorkspaceResource
-from ..text import clip
+from ..storage import publish_tree
+from ..text import clip, sha256_hex
 from ..tree import Forest, Node, build_forest
 from ..validate import check_tree
 from ._stage import LLM_RETRY, Stage, markdown_table
@@ -170,9 +171,10 @@ def _entity_index(forest: Forest, art: CorpusArtifacts) -> dict[str, list[dict]]
        check_specs=[AssetCheckSpec(name, asset="skill_tree", description=d) for name, d in CHECKS.items()],
        kinds={"markdown"})
 def skill_tree(context: AssetExecutionContext, workspace: WorkspaceResource, llm: LLMResource,
-               encoder: EncoderResource):
+               encoder: EncoderResource, s3: S3Resource):
     """The rendered forest (SKILL.md / INDEX.md), entity_index.json, the document store and
-    manifest.json, checked, then swapped in atomically at the corpus's output path."""
+    manifest.json, checked, then swapped in atomically at the corpus's output path (and, when
+    the corpus names an S3 target, published there as a new release)."""
     stage = Stage("skill_tree", context, workspace)
     spec, art = stage.corpus, stage.artifacts
     mode = incremental.RunMode.load(art)
@@ -213,6 +215,10 @@ def skill_tree(context: AssetExecutionContext, workspace: WorkspaceResource, llm
 
             shutil.rmtree(staged, ignore_errors=True)
         raise
+    published = {}
+    if spec.publish:
+        build = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{manifest_digest(out)}"
+        published["s3_release"] = MetadataValue.url(publish_tree(s3.get_client(), out, spec.publish, spec.name, build))
     stats = manifest["stats"]
     preview = "\n".join(f"- **{s['name']}** ({s['documents']} docs): {s['description']}" for s in manifest["skills"])
     return stage.done(
@@ -220,11 +226,15 @@ def skill_tree(context: AssetExecutionContext, workspace: WorkspaceResource, llm
         {"out": MetadataValue.path(str(out)), "build_mode": mode.mode, "build_reason": mode.reason, **mode.counts(), "skills": stats["skills"], "levels": stats["levels"],
          "nav_files": stats["nav_files"], "see_stubs": stats["see_stubs"],
          "entity_index_entries": stats["entity_index_entries"], "largest_nav_bytes": stats["nav_bytes"]["max"],
-         "p95_nav_bytes": stats["nav_bytes"]["p95"], "top_level_skills": MetadataValue.md(preview)},
+         "p95_nav_bytes": stats["nav_bytes"]["p95"], "top_level_skills": MetadataValue.md(preview), **published},
         check_results=[AssetCheckResult(check_name=o.name, passed=o.passed, description=o.description,
                                         metadata=o.metadata, severity=AssetCheckSeverity.WARN if not o.blocking
                                         else AssetCheckSeverity.ERROR) for o in outcomes],
     )
+
+
+def manifest_digest(out: Path) -> str:
+    return sha256_hex((out / MANIFEST_FILE).read_bytes())[:8]
 
 
 def build_manifest(spec, art: CorpusArtifacts, forest: Forest, files: dict[str, str], index: dict, outcomes,

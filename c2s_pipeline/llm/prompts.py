@@ -161,8 +161,9 @@ def card_message(item: CardInput) -> str:
 def summary_message(item: ClusterInput) -> str:
     upper = item.level > 1
     kind = "sub-group" if upper else "document"
-    parts = [f"Cluster {item.cluster_id} (level {item.level}): {len(item.member_titles)} {kind}s, "
-             f"{item.size} documents in all.", ""]
+    count = f"{len(item.member_titles)} sub-groups, {item.size} documents in all" if upper else (
+        f"{len(item.member_titles)} documents")
+    parts = [f"Cluster {item.cluster_id} (level {item.level}): {count}.", ""]
     shown = item.member_titles[:MAX_TITLES_SHOWN]
     more = len(item.member_titles) - len(shown)
     parts.append(f"All {kind} titles:")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import threading
 from collections import defaultdict
@@ -36,6 +37,8 @@ from .schemas import (
     RepartitionInput,
     RepartitionVerdict,
 )
+
+log = logging.getLogger("c2s.llm")
 
 Out = TypeVar("Out", bound=BaseModel)
 T = TypeVar("T")
@@ -71,6 +74,9 @@ class RemoteProvider:
         self.reasks_by_task: dict[str, int] = defaultdict(int)
         self.retries_by_task: dict[str, int] = defaultdict(int)  # HTTP retries (429, 5xx, timeouts)
         self._stats_lock = threading.Lock()
+        for m in {self.model, self.card_model}:
+            if self.name == "anthropic" and not pricing.price_for(m).known:
+                log.warning("no price known for %s: its cost is reported as $0 (add it with pricing.register_price)", m)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._loop_lock = threading.Lock()
