@@ -94,6 +94,11 @@ def test_webserver_serves_graph_and_materializations(webserver, sample_tree):
     assert entries["skills"] == sample_tree.manifest["stats"]["skills"]
     assert entries["nav_files"] == sample_tree.manifest["stats"]["nav_files"]
 
+    # Every stage's output is current for the compiled partition: data versions line up.
+    stale = graphql(webserver, """
+        { assetNodes { assetKey { path } staleStatus(partition: "sample") } }""")["assetNodes"]
+    assert {"/".join(n["assetKey"]["path"]): n["staleStatus"] for n in stale} == {k: "FRESH" for k in by_key}
+
     partitions = graphql(webserver, """
         { partitionSetsOrError(repositorySelector: {repositoryName: "__repository__", repositoryLocationName: "c2s"},
                                pipelineName: "__ASSET_JOB") { __typename } }""")
