@@ -186,7 +186,9 @@ def answer(question: str, tree: Tree | TreeTools | str | os.PathLike[str], provi
     if not isinstance(question, str) or not question.strip():
         raise ValueError("the question is empty")
     run = _provider(provider)
-    tools = tree if isinstance(tree, TreeTools) else TreeTools(tree)
+    # A provider may ask for its own tool settings (the offline navigator reads long grep
+    # listings that would swamp an LLM's context, so it asks for a larger output cap).
+    tools = tree if isinstance(tree, TreeTools) else TreeTools(tree, **getattr(run, "tool_options", {}))
     budget = TurnBudget(max_turns)
     start = time.perf_counter()
     reply = run(question, tools, budget=budget, system=system_prompt(tools.tree), **opts)

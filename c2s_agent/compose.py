@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+import numpy as np
 
 from c2s_pipeline.text import sentences, strip_markdown
 
@@ -16,6 +18,7 @@ from .tools import Page
 FACTUAL_WORDS = 80
 PROCEDURAL_WORDS = 150
 MAX_STEPS = 8
+RERANK = 16  # sentences re-ranked by embedding
 NOT_FOUND = "I could not find this in the documents."
 
 _PROCEDURAL = re.compile(
@@ -25,14 +28,19 @@ _STEP = re.compile(r"^\s*(\d{1,2})[.)]\s+(.*\S)")
 _HEADING = re.compile(r"^\s*#{1,6}\s+(.*\S)")
 _TABLE_RULE = re.compile(r"^\|?\s*:?-{3,}")
 _BULLET = re.compile(r"^[-*+]\s+")
+_MENU = re.compile(r"(?<=\S) > (?=\S)")
+_SUB_BULLET = re.compile(r"^\s+[-*+]\s+(.*\S)")
+_SPACE_BEFORE_PUNCT = re.compile(r"\s+([.,;:!?])(?=\s|$)")
 
 
 def is_procedural(question: str) -> bool:
     return bool(_PROCEDURAL.search(question))
 
 
-def compose_answer(question: str, pages: Sequence[Page], qterms: Sequence[str]) -> str:
-    """An extractive answer from ``pages`` (best first); NOT_FOUND (uncited) without any."""
+def compose_answer(question: str, pages: Sequence[Page], qterms: Sequence[str],
+                   embed: Callable[[Sequence[str]], np.ndarray] | None = None) -> str:
+    """An extractive answer from ``pages`` (best first); NOT_FOUND (uncited) without any.
+    With ``embed`` (texts -> unit vectors) the best lexical sentences are re-ranked by meaning."""
     pages = [p for p in pages if p.text.strip()]
     if not pages:
         return NOT_FOUND
@@ -50,12 +58,27 @@ def compose_answer(question: str, pages: Sequence[Page], qterms: Sequence[str]) 
         return match / (1.0 + 0.35 * rank) + (0.15 if i == 0 and rank == 0 else 0.0)
 
     ranked = sorted(pool, key=lambda item: -score(item))
+    if embed is not None:
+        ranked = _rerank(question, ranked, score, embed)
     lead = ranked[0]
     if is_procedural(question):
         steps = _steps(pages[0].text, weight) or _following(pages[0].text, lead if lead[1] == 0 else None)
-        if len(steps) >= 2:
-            return _procedure(lead, steps, pages)
+        if len(steps) >= 2:  # introduced by the article's opening, which says what it does
+            opening = next((item for item in pool if item[1] == 0), lead)
+            return _procedure(opening, steps, pages)
     return _factual(ranked, pages)
+
+
+def _rerank(question: str, ranked: list, score: Callable, embed: Callable) -> list:
+    """Blend lexical match with cosine similarity for the top sentences (few: encoding is the
+    cost), so a sentence that answers in other words can lead."""
+    head = ranked[:RERANK]
+    vectors = embed([question] + [s for s, _, _ in head])
+    cosine = vectors[1:] @ vectors[0]
+    top = max(score(item) for item in head) or 1.0
+    blended = [score(item) / top + 2.0 * float(c) - 0.1 * item[1] for item, c in zip(head, cosine)]
+    order = sorted(range(len(head)), key=lambda i: -blended[i])
+    return [head[i] for i in order] + ranked[RERANK:]
 
 
 def _term_weights(qterms: Sequence[str], pool: Sequence[str]) -> dict[str, float]:
@@ -102,10 +125,13 @@ def _steps(text: str, weight: dict[str, float]) -> list[str]:
         if m := _HEADING.match(line):
             heading = m[1]
         elif m := _STEP.match(line):
-            item = " ".join(strip_markdown(m[2]).split())
             if m[1] == "1" or not runs:
                 runs.append((heading, []))
-            runs[-1][1].append(item)
+            runs[-1][1].append(_plain(m[2]))
+        elif runs and runs[-1][1] and (m := _SUB_BULLET.match(line)):
+            # a step's options ("choose:" then indented bullets) belong to the step
+            step = runs[-1][1][-1]
+            runs[-1][1][-1] = f"{step}{' ' if step.endswith(':') else '; '}{_plain(m[1])}"
     best, best_score = [], -1.0
     for heading, items in runs:
         found = set(terms(heading + " " + " ".join(items)))
@@ -133,7 +159,16 @@ def _sentences(text: str) -> list[str]:
             cells = [c.strip() for c in stripped.strip("|").split("|") if c.strip()]
             stripped = f"{cells[0]}: {'; '.join(cells[1:])}." if len(cells) > 1 else " ".join(cells)
         lines.append(_BULLET.sub("", stripped))
-    return sentences("\n".join(lines))
+    return [_SPACE_BEFORE_PUNCT.sub(r"\1", s) for s in sentences(_menu_arrows("\n".join(lines)))]
+
+
+def _plain(markdown: str) -> str:
+    return _SPACE_BEFORE_PUNCT.sub(r"\1", " ".join(strip_markdown(_menu_arrows(markdown)).split()))
+
+
+def _menu_arrows(text: str) -> str:
+    """'Settings > Billing' is a menu path, not a blockquote marker that stripping would eat."""
+    return _MENU.sub(" → ", text)
 
 
 def _clip(text: str, words: int) -> str:

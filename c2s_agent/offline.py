@@ -56,6 +56,10 @@ def navigate(question: str, tools: TreeTools, *, budget: TurnBudget | None = Non
     return Navigator(tools, budget=budget or TurnBudget(), beam=beam, fetch=fetch).run(question)
 
 
+# Grep listings over thousands of nav files outgrow the 8 KB an LLM is shown; a program can read more.
+navigate.tool_options = {"max_output_bytes": 256 * 1024}  # type: ignore[attr-defined]
+
+
 @dataclass
 class _Node:
     group: Group
@@ -91,7 +95,7 @@ class Navigator:
         leaves = self._descend()
         cards = self._candidates(leaves)
         ranked, pages = self._rank(cards, leaves)
-        text = compose_answer(question, [pages[d] for d in ranked[:3]], self.qterms)
+        text = compose_answer(question, [pages[d] for d in ranked[:3]], self.qterms, self.embed)
         path = self._path(ranked, cards, len(citations_in(text)))
         return Reply(text, ranked, path, self.budget.used, list(self.read), self.notes)
 
@@ -107,6 +111,8 @@ class Navigator:
             exact = "w" if len(word) <= 3 else ""  # 'ip' or 'ads' as substrings match noise
             out = self.tools.code_execution(
                 f"grep -ric{exact}F -e {shlex.quote(word)} {SKILLS_DIR} | grep -v ':0$'")
+            if "[output truncated" in out:
+                self.notes.append(f"grep for {word!r} was truncated; its counts are partial")
             hits = {}
             for line in out.splitlines():
                 path, _, n = line.rpartition(":")

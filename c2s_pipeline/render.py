@@ -13,7 +13,8 @@ from .layout import SECTION_DOCUMENTS, SECTION_EXAMPLES, SECTION_RELATED, SECTIO
 from .text import clip
 from .tree import Forest, Node
 
-ROW_DESCRIPTION_CHARS = 140  # keeps nav files near the method's ~2 KB
+ROW_DESCRIPTION_CHARS = 120  # keeps nav files near the method's ~2 KB
+ROW_PHRASES = 3
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class NodeExtras:
 
 
 def doc_row(card: DocCard) -> str:
-    phrases = f" _({'; '.join(card.phrases)})_" if card.phrases else ""
+    phrases = f" _({'; '.join(card.phrases[:ROW_PHRASES])})_" if card.phrases else ""
     return f"- `{card.doc_id}` **{card.title}** — {clip(card.one_line, ROW_DESCRIPTION_CHARS)}{phrases}"
 
 

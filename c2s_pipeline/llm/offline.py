@@ -29,7 +29,7 @@ from .schemas import (
     RepartitionVerdict,
 )
 
-PROMPT_VERSIONS = {"card": "offline-card-3", "summary": "offline-summary-3", "repartition": "offline-repartition-2", "entities": "offline-entities-2"}
+PROMPT_VERSIONS = {"card": "offline-card-3", "summary": "offline-summary-4", "repartition": "offline-repartition-2", "entities": "offline-entities-2"}
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 
 # Thresholds on the embedding evidence. Sibling centroids this close read as one topic, and a
@@ -57,7 +57,10 @@ class OfflineProvider:
 
     # -- cluster summaries ---------------------------------------------------------------------
     def summaries(self, items: Sequence[ClusterInput], only: Sequence[int]) -> dict[int, ClusterSummary]:
-        weights = class_tfidf([_cluster_terms(item) for item in items])
+        classes = [_cluster_terms(item) for item in items]
+        # A term every sibling uses (the product's own name, say) tells siblings apart by nothing.
+        everywhere = set.intersection(*(set(c) for c in classes)) if len(classes) > 1 else set()
+        weights = class_tfidf([Counter({t: n for t, n in c.items() if t not in everywhere}) for c in classes])
         return {i: _summarise(items[i], weights[i]) for i in only}
 
     # -- verify and repartition ----------------------------------------------------------------
@@ -97,13 +100,15 @@ def _lead_sentence(body: str, title: str) -> str:
     return ""
 
 
-# Words of the summary template itself: higher levels read child summaries, where these say nothing.
+# The summary template's own words: higher levels read child summaries, where these say nothing.
 _TEMPLATE_WORDS = {"topic", "area", "answers", "covers", "key", "terms", "questions", "documents", "topics"}
+_QUESTION_TYPES = re.compile(r"Question types: [^.]*\.")
 
 
 def _cluster_terms(item: ClusterInput) -> Counter[str]:
     counts: Counter[str] = Counter()
-    sources = [(title, 3) for title in item.member_titles] + [(m.text, 1) for m in item.members]
+    sources = [(title, 3) for title in item.member_titles]
+    sources += [(_QUESTION_TYPES.sub(" ", m.text), 1) for m in item.members]
     for text, weight in sources:
         for phrase in candidate_phrases(text, max_words=2):
             if not _TEMPLATE_WORDS & set(phrase.split()):
@@ -140,9 +145,10 @@ def _summarise(item: ClusterInput, weights: dict[str, float]) -> ClusterSummary:
             part
             for part in (
                 f"Topic area: {_join(head)}.",
-                f"Answers {', '.join(kinds)} questions." if kinds else "",
+                f"Question types: {', '.join(kinds)}." if kinds else "",
                 f"Key terms: {', '.join(terms)}.",
-                f"Covers: {'; '.join(titles[:8])}.",
+                # A leaf lists its documents right below; higher nodes name what they hold here.
+                f"Covers: {'; '.join(titles[:8])}." if item.level > 1 else "",
             )
             if part
         ),

@@ -1,0 +1,86 @@
+"""Command line for serving a compiled tree: ``ask`` a question, or run a ``shell`` command line
+in the agent's sandbox. :func:`register` adds both commands to another typer app (``c2s``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+app = typer.Typer(help="Ask questions of a compiled c2s tree.", no_args_is_help=True, add_completion=False)
+out = Console(highlight=False, soft_wrap=True)  # no hard breaks inside ids and paths
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+TREE_HELP = "compiled tree (the --out of c2s compile)"
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err.print(f"[bold red]error:[/] {escape(message)}")
+    raise typer.Exit(code)
+
+
+def _tools(tree: Path):
+    from .tools import TreeTools
+    from .tree import TreeError
+
+    try:
+        return TreeTools(tree)
+    except TreeError as e:
+        _fail(str(e))
+
+
+def ask(
+    question: str = typer.Argument(..., help="the question, in quotes"),
+    tree: Path = typer.Option(..., "--tree", help=TREE_HELP),
+    provider: str = typer.Option("offline", "--provider", help="who navigates: offline (no LLM)"),
+    max_turns: int = typer.Option(10, "--max-turns", min=1, help="rounds of tool calls allowed"),
+    as_json: bool = typer.Option(False, "--json", help="print the full result (answer, citations, trace) as JSON"),
+) -> None:
+    """Answer QUESTION by navigating the tree; prints the answer, its sources and the path taken."""
+    from .agent import UnknownProviderError, answer
+
+    tools = _tools(tree)
+    if not question.strip():
+        _fail("the question is empty")
+    try:
+        result = answer(question, tools, provider=provider, max_turns=max_turns)
+    except UnknownProviderError as e:
+        _fail(str(e))
+    if as_json:
+        typer.echo(result.to_json())
+        return
+    out.print(escape(result.answer))
+    out.print()
+    if result.citations:
+        out.print("[bold]Sources[/]")
+        for doc_id in result.citations:
+            doc = tools.tree.store.get(doc_id)
+            out.print(f"  [cyan]{escape(doc_id)}[/]  {escape(doc.title) if doc else '[red](unknown document)[/]'}")
+    for flag in result.flags:
+        out.print(f"[yellow]warning:[/] {escape(flag)}")
+    u = result.usage
+    out.print(f"[dim]path: {escape(result.path)}[/]")
+    out.print(f"[dim]{result.turns} turns · {u['tool_calls']} tool calls · {u['nav_files_read']} nav files "
+              f"({u['nav_bytes']:,} B) · {u['documents_fetched']} documents read · {u['seconds']:.1f} s[/]")
+
+
+def shell(
+    command: str = typer.Argument(..., help='one command line, e.g. "grep -ril refund skills | head"'),
+    tree: Path = typer.Option(..., "--tree", help=TREE_HELP),
+) -> None:
+    """Run COMMAND in the agent's code_execution sandbox over the tree and print its output."""
+    typer.echo(_tools(tree).code_execution(command))
+
+
+def register(target: typer.Typer) -> None:
+    """Add ``ask`` and ``shell`` to ``target`` (e.g. the ``c2s`` app)."""
+    target.command("ask")(ask)
+    target.command("shell")(shell)
+
+
+register(app)
+
+if __name__ == "__main__":
+    app()
