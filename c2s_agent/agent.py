@@ -127,10 +127,14 @@ class Reply:
 
 @dataclass
 class AnswerResult:
+    """One answered question. ``fetched`` lists every document read with get_document, best
+    first where the provider ranks them (the offline navigator reads ~10 candidates to rank
+    them; ``trace`` keeps the calls in the order they were made)."""
+
     question: str
     answer: str
     citations: list[str]
-    fetched: list[str]  # documents read with get_document, best first where the provider ranks
+    fetched: list[str]
     trace: list[ToolCall]
     turns: int
     usage: dict

@@ -18,7 +18,8 @@ from .tools import Page
 FACTUAL_WORDS = 80
 PROCEDURAL_WORDS = 150
 MAX_STEPS = 8
-RERANK = 16  # sentences re-ranked by embedding
+RERANK = 10  # sentences re-ranked by embedding (encoding is most of an answer's cost)
+RERANK_CHARS = 240  # a sentence's gist is in its opening; shorter inputs encode faster
 NOT_FOUND = "I could not find this in the documents."
 
 _PROCEDURAL = re.compile(
@@ -73,7 +74,7 @@ def _rerank(question: str, ranked: list, score: Callable, embed: Callable) -> li
     """Blend lexical match with cosine similarity for the top sentences (few: encoding is the
     cost), so a sentence that answers in other words can lead."""
     head = ranked[:RERANK]
-    vectors = embed([question] + [s for s, _, _ in head])
+    vectors = embed([question] + [s[:RERANK_CHARS] for s, _, _ in head])
     cosine = vectors[1:] @ vectors[0]
     top = max(score(item) for item in head) or 1.0
     blended = [score(item) / top + 2.0 * float(c) - 0.1 * item[1] for item, c in zip(head, cosine)]
@@ -159,11 +160,16 @@ def _sentences(text: str) -> list[str]:
             cells = [c.strip() for c in stripped.strip("|").split("|") if c.strip()]
             stripped = f"{cells[0]}: {'; '.join(cells[1:])}." if len(cells) > 1 else " ".join(cells)
         lines.append(_BULLET.sub("", stripped))
-    return [_SPACE_BEFORE_PUNCT.sub(r"\1", s) for s in sentences(_menu_arrows("\n".join(lines)))]
+    return [_tidy(s) for s in sentences(_menu_arrows("\n".join(lines)))]
 
 
 def _plain(markdown: str) -> str:
-    return _SPACE_BEFORE_PUNCT.sub(r"\1", " ".join(strip_markdown(_menu_arrows(markdown)).split()))
+    return _tidy(" ".join(strip_markdown(_menu_arrows(markdown)).split()))
+
+
+def _tidy(text: str) -> str:
+    # Square brackets in quoted text would read as [doc_id] citations: make them parentheses.
+    return _SPACE_BEFORE_PUNCT.sub(r"\1", text).replace("[", "(").replace("]", ")")
 
 
 def _menu_arrows(text: str) -> str:

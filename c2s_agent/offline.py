@@ -26,7 +26,7 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -94,7 +94,7 @@ class Navigator:
         self.entity_hits = self._entities()
         leaves = self._descend()
         cards = self._candidates(leaves)
-        ranked, pages = self._rank(cards, leaves)
+        ranked, pages = self._rank(cards)
         text = compose_answer(question, [pages[d] for d in ranked[:3]], self.qterms, self.embed)
         path = self._path(ranked, cards, len(citations_in(text)))
         return Reply(text, ranked, path, self.budget.used, list(self.read), self.notes)
@@ -108,9 +108,9 @@ class Navigator:
         """term -> {nav file: matching lines}; one grep over the tree per term."""
         counts: dict[str, dict[str, int]] = {}
         for word in words:
-            exact = "w" if len(word) <= 3 else ""  # 'ip' or 'ads' as substrings match noise
-            out = self.tools.code_execution(
-                f"grep -ric{exact}F -e {shlex.quote(word)} {SKILLS_DIR} | grep -v ':0$'")
+            # Words starting with the stem: 'fee' finds 'fees' but not 'coffee'.
+            pattern = shlex.quote("\\<" + re.escape(word))
+            out = self.tools.code_execution(f"grep -ric -e {pattern} {SKILLS_DIR} | grep -v ':0$'")
             if "[output truncated" in out:
                 self.notes.append(f"grep for {word!r} was truncated; its counts are partial")
             hits = {}
@@ -148,7 +148,7 @@ class Navigator:
             text = line
             if '"path"' not in line:  # indent-1 JSON: the entries follow the key's line
                 text = self.tools.code_execution(
-                    f"head -n {lineno + ENTITY_WINDOW - 1} {ENTITY_INDEX_FILE} | tail -n {ENTITY_WINDOW}")
+                    f"head -n {lineno + ENTITY_WINDOW - 1} {ENTITY_INDEX_FILE} | tail -n +{lineno}")
             entries = _entity_entries(text)
             total = sum(n for _, n in entries) or 1
             for path, n in entries:  # a specific entity (few places) weighs more per place
@@ -209,6 +209,7 @@ class Navigator:
         return lost if sum(self.idf[t] for t in present - found) / total > 1 - REACHED_SHARE else []
 
     def _greedy_from(self, start: _Node, pending: list[_Node]) -> list[NavFile]:
+        """Descend from ``start`` with a narrower beam (a detour, not a second search)."""
         frontier, leaves = [start], []
         while frontier and self._can_descend():
             opened = self._open(frontier)
@@ -223,7 +224,8 @@ class Navigator:
                         kids.sort(key=lambda n: -n.score)
                         width = max(2, self.beam // 2)
                         frontier += kids[:width]
-                        pending += kids[width:]
+                        best = kids[0].score or 1.0
+                        pending += [_Node(k.group, k.parent, k.score / best) for k in kids[width:]]
         return leaves
 
     def _open(self, nodes: list[_Node]) -> list[NavFile]:
@@ -301,7 +303,7 @@ class Navigator:
                     cards[c.doc_id] = Card(c.doc_id, c.title, c.one_line, c.phrases, c.home or nav.path)
         return cards
 
-    def _rank(self, cards: dict[str, Card], leaves: list[NavFile]) -> tuple[list[str], dict[str, Page]]:
+    def _rank(self, cards: dict[str, Card]) -> tuple[list[str], dict[str, Page]]:
         """Cards first (cheap), then the best candidates' text via get_document; fused."""
         if not cards or not self.budget.take():
             return [], {}

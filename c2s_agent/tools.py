@@ -18,7 +18,7 @@ import os
 import re
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 from .sandbox import Sandbox
 from .tree import Tree, open_tree

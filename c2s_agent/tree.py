@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+import yaml
+
 from c2s_pipeline.docstore import DocumentStore
 from c2s_pipeline.frontmatter import parse_frontmatter
 from c2s_pipeline.layout import DOCUMENT_STORE_FILE, MANIFEST_FILE, SKILL_FILE, SKILLS_DIR
@@ -49,11 +51,6 @@ class Tree:
         except json.JSONDecodeError as e:
             raise TreeError(f"unreadable {MANIFEST_FILE} in {self.root}: {e}") from None
 
-    @property
-    def document_count(self) -> int:
-        docs = self.manifest.get("stats", {}).get("documents", {})
-        return int(docs.get("accepted", 0)) if isinstance(docs, dict) else int(docs or 0)
-
     @cached_property
     def skills(self) -> list[Skill]:
         """Every top-level skill, from its SKILL.md frontmatter (the agent's preloaded context)."""
@@ -61,7 +58,7 @@ class Tree:
         for path in sorted((self.root / SKILLS_DIR).glob(f"*/{SKILL_FILE}")):
             try:
                 meta = parse_frontmatter(path.read_text(encoding="utf-8"))
-            except ValueError:
+            except (ValueError, yaml.YAMLError):
                 continue  # a malformed skill is skipped rather than breaking every question
             docs = (meta.get("metadata") or {}).get("documents", 0)
             out.append(Skill(str(meta.get("name") or path.parent.name),

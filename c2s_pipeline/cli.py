@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from . import progress as stage_progress
+from .progress import LLMProgress
 from .workspace import CorpusSpec, Workspace
 
 app = typer.Typer(help="c2s — compile a document corpus into a navigable skill tree, and serve it.",
@@ -26,20 +27,24 @@ def _root() -> None:
 
 
 class _Bars:
-    """Progress listener: one bar per stage, created when the stage first reports."""
+    """Progress listener: one bar per stage, created when the stage first reports; LLM stages
+    also show calls made / from cache / failed and the dollars spent so far."""
 
     def __init__(self, bars: Progress):
         self.bars = bars
         self.tasks: dict[str, int] = {}
 
-    def update(self, stage: str, done: int, total: int) -> None:
+    def update(self, stage: str, done: int, total: int, llm: LLMProgress | None = None) -> None:
         if stage not in self.tasks:
-            self.tasks[stage] = self.bars.add_task(stage, total=total)
-        self.bars.update(self.tasks[stage], completed=done, total=total)
+            self.tasks[stage] = self.bars.add_task(stage, total=total, detail="")
+        detail = {} if llm is None else {"detail": (
+            f"{llm.made} calls, {llm.cached} cached" + (f", [red]{llm.failed} failed[/]" if llm.failed else "")
+            + (f", ${llm.cost_usd:.4f}" if llm.cost_usd else ""))}
+        self.bars.update(self.tasks[stage], completed=done, total=total, **detail)
 
 
 def _fail(message: str, code: int = 1) -> None:
-    console.print(f"[bold red]error:[/] {message}", highlight=False)
+    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)  # one line, never wrapped
     raise typer.Exit(code)
 
 
@@ -49,14 +54,24 @@ def compile_command(
                                           "or an s3://bucket/prefix/"),
     corpus: str = typer.Option(..., "--corpus", help="partition name for this corpus"),
     out: Optional[Path] = typer.Option(None, "--out", help="output tree (default: $DAGSTER_HOME/trees/NAME)"),
-    provider: str = typer.Option("offline", "--provider", help="LLM provider for compile tasks"),
-    model: str = typer.Option("", "--model", help="model name for real providers"),
+    provider: str = typer.Option("offline", "--provider", help="LLM provider for compile tasks: offline, anthropic "
+                                                                "(ANTHROPIC_API_KEY) or openai (OPENAI_API_KEY)"),
+    model: str = typer.Option("", "--model", help="model for real providers (anthropic default: claude-sonnet-4-6)"),
+    card_model: Optional[str] = typer.Option(None, "--card-model", help="a cheaper model for the per-document "
+                                                                        "cards (default: --model)"),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="API endpoint, e.g. an OpenAI-compatible "
+                                                                    "server at http://localhost:8000/v1"),
+    concurrency: int = typer.Option(20, "--concurrency", min=1, help="LLM calls in flight at once"),
+    max_cost: Optional[float] = typer.Option(None, "--max-cost", min=0.0, help="stop (resumably) before spending "
+                                                                              "more than this many US dollars"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="estimate calls, tokens and dollars per stage; call "
+                                                          "nothing, compile nothing"),
     p: int = typer.Option(10, "--p", help="branching ratio"),
     k: int = typer.Option(10, "--k", help="maximum number of top-level skills"),
     tau: float = typer.Option(0.05, "--tau", help="soft-assignment cosine margin"),
     publish: Optional[str] = typer.Option(None, "--publish", help="also publish the tree to s3://bucket/prefix/"),
     full: bool = typer.Option(False, "--full", help="rebuild from scratch instead of updating the published tree"),
-    as_json: bool = typer.Option(False, "--json", help="print the manifest as JSON"),
+    as_json: bool = typer.Option(False, "--json", help="print the manifest (or the --dry-run estimate) as JSON"),
 ) -> None:
     """Compile PATH into a skill tree by materializing the Dagster asset graph for --corpus."""
     from .compiler import CompileError, compile_corpus
@@ -72,11 +87,23 @@ def compile_command(
                           publish=publish)
     except ValidationError as exc:
         _fail("; ".join(f"--{e['loc'][0]}: {e['msg']}" for e in exc.errors()), 2)
+    llm = dict(provider=provider, model=model, card_model=card_model, base_url=base_url, concurrency=concurrency,
+               max_cost=max_cost)
+    if dry_run:
+        try:
+            estimate = compile_corpus(spec, workspace, dry_run=True, **llm)
+        except CompileError as exc:
+            _fail(str(exc))
+        if as_json:
+            typer.echo(json.dumps(estimate, indent=2, ensure_ascii=False))
+        else:
+            print_estimate(estimate, max_cost)
+        return
     with Progress(TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True, disable=as_json) as bars:
+                  TextColumn("{task.fields[detail]}"), console=console, transient=True, disable=as_json) as bars:
         stage_progress.set_listener(_Bars(bars))
         try:
-            manifest = compile_corpus(spec, workspace, provider=provider, model=model, full=full)
+            manifest = compile_corpus(spec, workspace, full=full, **llm)
         except CompileError as exc:
             _fail(str(exc))
         finally:
@@ -85,6 +112,29 @@ def compile_command(
         typer.echo(json.dumps(manifest, indent=2, ensure_ascii=False))
     else:
         print_summary(manifest, Path(spec.out))
+
+
+def print_estimate(estimate: dict, max_cost: float | None = None) -> None:
+    table = Table(title=f"c2s compile --dry-run: {estimate['corpus']}, {estimate['documents']} documents, "
+                        f"{estimate['levels']} levels, {estimate['provider']} {estimate['model']}"
+                        + (f" (cards: {estimate['card_model']})" if estimate["card_model"] != estimate["model"] else ""),
+                  title_justify="left")
+    table.add_column("stage", no_wrap=True)
+    for column in ("items", "cached", "calls", "in tokens", "out tokens", "$"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for s in estimate["stages"]:
+        table.add_row(s["stage"], f"{s['items']:,}", "?" if s["cached"] is None else f"{s['cached']:,}",
+                      f"{s['calls']:,}", f"{s['input_tokens']:,}", f"{s['output_tokens']:,}", f"{s['cost_usd']:.2f}")
+    t = estimate["total"]
+    table.add_row("total", "", "", f"{t['calls']:,}", f"{t['input_tokens']:,}", f"{t['output_tokens']:,}",
+                  f"{t['cost_usd']:.2f}", style="bold")
+    console.print(table)
+    notes = [f"{s['stage']}: {s['note']}" for s in estimate["stages"] if s["note"]] + estimate["notes"]
+    for note in notes:
+        console.print(f"  note: {note}", highlight=False)
+    if max_cost is not None and t["cost_usd"] > max_cost:
+        console.print(f"[yellow]the estimate exceeds --max-cost ${max_cost:.2f}: the run would stop there "
+                      "(resumably)[/]", highlight=False)
 
 
 def print_summary(manifest: dict, out: Path) -> None:
@@ -101,6 +151,12 @@ def print_summary(manifest: dict, out: Path) -> None:
     table.add_row("@see stubs", str(stats["see_stubs"]))
     table.add_row("entity index", f"{stats['entity_index_entries']} entries, {stats['distinct_entities']} entities")
     table.add_row("LLM calls", f"{calls['made']} made, {calls['cached']} from cache ({manifest['provider']['name']})")
+    usage = stats.get("llm_usage", {}).get("total")
+    if usage and usage["calls"]:
+        table.add_row("LLM usage", f"{usage['calls']} API calls ({usage['reasks']} re-asks, {usage['retries']} "
+                                   f"retries), {usage['input_tokens']:,} input + {usage['cache_read_tokens']:,} "
+                                   f"cache-read + {usage['cache_write_tokens']:,} cache-write + "
+                                   f"{usage['output_tokens']:,} output tokens, ${usage['cost_usd']:.4f}")
     table.add_row("embeddings", f"{emb['computed']} computed, {emb['cached']} from cache")
     times = {k: v["seconds"] for k, v in manifest["stages"].items() if v["seconds"] >= 0.01}
     table.add_row("wall time", ", ".join(f"{k} {v:.1f}s" for k, v in times.items()))

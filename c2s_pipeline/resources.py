@@ -5,6 +5,8 @@ Providers swap by configuration: ``LLMResource(provider="offline")`` is the embe
 
 from __future__ import annotations
 
+import os
+
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import Field, PrivateAttr
 
@@ -55,21 +57,32 @@ class LLMResource(ConfigurableResource):
     concurrency: int = Field(20, description="LLM calls in flight at once")
     timeout: float = Field(300.0, description="seconds before one HTTP request times out")
     max_retries: int = Field(5, description="retries of one request on 429 / 5xx / overloaded / timeouts")
+    max_cost: float | None = Field(None, description="US dollars one run may spend; the run stops cleanly "
+                                                     "(resumable from the cache) before crossing it")
 
     _provider: CompileProvider | None = PrivateAttr(default=None)
 
-    def setup_for_execution(self, context: InitResourceContext) -> None:
+    def build_provider(self, require_key: bool = True) -> CompileProvider:
+        """A provider from this configuration; raises a one-line ``LLMError``/``ValueError`` when it
+        is unusable (e.g. no API key). ``require_key=False`` builds one that names the provider,
+        model and prompt versions (cache keys, prices) but must not call the API: a dry run."""
         if self.provider not in PROVIDERS:
             raise ValueError(f"unknown LLM provider {self.provider!r}; choose one of: {', '.join(PROVIDERS)}")
         if self.provider == "offline":
-            self._provider = OfflineProvider()
-            return
-        from .llm.clients import make_client
+            return OfflineProvider()
+        from .llm.clients import CLIENTS, make_client
         from .llm.remote import RemoteProvider
 
-        client = make_client(self.provider, self.model or None, api_key=self.api_key or None,
-                             base_url=self.base_url or None, timeout=self.timeout, max_retries=self.max_retries)
-        self._provider = RemoteProvider(client, card_model=self.card_model or None, concurrency=self.concurrency)
+        api_key = self.api_key or None
+        if not require_key and not api_key and not os.environ.get(CLIENTS[self.provider].key_env):
+            api_key = "unused-by-a-dry-run"
+        client = make_client(self.provider, self.model or None, api_key=api_key, base_url=self.base_url or None,
+                             timeout=self.timeout, max_retries=self.max_retries)
+        return RemoteProvider(client, card_model=self.card_model or None, concurrency=self.concurrency,
+                              max_cost=self.max_cost)
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        self._provider = self.build_provider()
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         close = getattr(self._provider, "close", None)

@@ -4,19 +4,61 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
-from dagster import AssetExecutionContext, Backoff, DataVersion, Jitter, MaterializeResult, MetadataValue, RetryPolicy
+from dagster import (
+    AssetExecutionContext,
+    Backoff,
+    DataVersion,
+    Failure,
+    Jitter,
+    MaterializeResult,
+    MetadataValue,
+    RetryPolicy,
+)
 
 from ..artifacts import CorpusArtifacts
 from ..encoder import EmbedStats
-from ..llm.base import CallStats, TaskRunner
-from ..progress import reporter
+from ..llm.base import (
+    BudgetExceededError,
+    CallStats,
+    CompileProvider,
+    CompileTaskError,
+    TaskRunner,
+    usage_delta,
+    usage_totals,
+)
+from ..progress import LLMProgress, reporter
 from ..resources import LLMResource, WorkspaceResource
 from ..workspace import CorpusSpec
 
 # LLM-backed stages retry transient failures; the per-item cache makes a retry redo only what
-# is missing.
+# is missing. An item that failed for good, or a spent budget, is not retried (see StageRunner).
 LLM_RETRY = RetryPolicy(max_retries=3, delay=2, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS)
+
+# Marks a Failure whose description is complete for the user (it names its stage already).
+SELF_DESCRIBED = "c2s/self_described"
+
+
+@dataclass
+class StageRunner(TaskRunner):
+    """A ``TaskRunner`` whose final errors fail the step at once, with a message naming the
+    stage and the item: retrying cannot fix an answer the model keeps getting wrong, nor a spent
+    budget. Transient API errors (429, 5xx, timeouts) propagate, so the step's RetryPolicy applies."""
+
+    stage: str = ""
+
+    def run(self, *args: Any, **kwargs: Any):
+        try:
+            return super().run(*args, **kwargs)
+        except BudgetExceededError as exc:
+            raise Failure(description=exc.describe(self.stage), metadata={SELF_DESCRIBED: True},
+                          allow_retries=False) from exc
+        except CompileTaskError as exc:
+            if exc.transient:
+                raise
+            raise Failure(description=f"{exc} (in {self.stage}; fix the cause and rerun — completed items are "
+                                      "cached)", metadata={SELF_DESCRIBED: True}, allow_retries=False) from exc
 
 
 @dataclass
@@ -27,6 +69,8 @@ class Stage:
     started: float = field(default_factory=time.perf_counter)
     llm_calls: CallStats = field(default_factory=CallStats)
     embeddings: EmbedStats = field(default_factory=EmbedStats)
+    _provider: CompileProvider | None = field(default=None, init=False, repr=False)
+    _usage_before: dict | None = field(default=None, init=False, repr=False)
 
     @property
     def corpus(self) -> CorpusSpec:
@@ -37,15 +81,32 @@ class Stage:
         return self.workspace.artifacts(self.context.partition_key)
 
     def runner(self, llm: LLMResource, version: str) -> TaskRunner:
-        return TaskRunner(llm.compile_provider, self.workspace.workspace.cache, version, self.llm_calls,
-                          on_progress=self.progress)
+        provider = llm.compile_provider
+        if self._provider is None:
+            # The run shares one provider; what it spends during this stage is this stage's.
+            self._provider, self._usage_before = provider, usage_totals(provider.report())
+        return StageRunner(provider, self.workspace.workspace.cache, version, self.llm_calls,
+                           on_progress=self.progress, stage=self.name)
+
+    @property
+    def llm_usage(self) -> dict | None:
+        """Calls, re-asks, retries, tokens and dollars of this stage (None: it used no LLM)."""
+        if self._provider is None:
+            return None
+        return usage_delta(self._usage_before, usage_totals(self._provider.report()))
 
     def progress(self, done: int, total: int) -> None:
-        reporter(self.name)(done, total)
+        llm = None
+        if self._provider is not None:
+            llm = LLMProgress(self.llm_calls.made, self.llm_calls.cached, self.llm_calls.failed,
+                              self.llm_usage["cost_usd"])
+        reporter(self.name)(done, total, llm)
 
     def done(self, data_version: str, metadata: dict | None = None, **extra) -> MaterializeResult:
+        usage = self.llm_usage
         stats = self.artifacts.record_stage(
-            self.name, self.started, llm_calls=self.llm_calls.as_dict(), embeddings=self.embeddings.as_dict()
+            self.name, self.started, llm_calls=self.llm_calls.as_dict(), embeddings=self.embeddings.as_dict(),
+            **({"llm_usage": usage} if usage is not None else {}),
         )
         meta = {
             "seconds": MetadataValue.float(stats["seconds"]),
@@ -53,11 +114,28 @@ class Stage:
             "llm_calls_cached": self.llm_calls.cached,
             "embeddings_computed": self.embeddings.computed,
             "embeddings_cached": self.embeddings.cached,
+            **(usage_metadata(usage) if usage is not None else {}),
             **(metadata or {}),
         }
         self.context.log.info(f"{self.name}: {stats['seconds']:.2f}s, llm {self.llm_calls.as_dict()}, "
-                              f"embeddings {self.embeddings.as_dict()}")
+                              f"embeddings {self.embeddings.as_dict()}"
+                              + (f", ${usage['cost_usd']:.4f}" if usage else ""))
         return MaterializeResult(metadata=meta, data_version=DataVersion(data_version), **extra)
+
+
+def usage_metadata(usage: dict) -> dict:
+    """A stage's LLM usage as Dagster metadata: API calls (re-asks included), HTTP retries,
+    tokens by kind, dollars."""
+    return {
+        "llm_api_calls": int(usage["calls"]),
+        "llm_reasks": int(usage["reasks"]),
+        "llm_retries": int(usage["retries"]),
+        "llm_input_tokens": int(usage["input_tokens"]),
+        "llm_output_tokens": int(usage["output_tokens"]),
+        "llm_cache_read_tokens": int(usage["cache_read_tokens"]),
+        "llm_cache_write_tokens": int(usage["cache_write_tokens"]),
+        "llm_cost_usd": MetadataValue.float(float(usage["cost_usd"])),
+    }
 
 
 def markdown_table(rows: list[dict], limit: int = 20) -> MetadataValue:

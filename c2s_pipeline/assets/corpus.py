@@ -18,6 +18,7 @@ from ._stage import LLM_RETRY, Stage, markdown_table
 
 CARD_TEXT_CHARS = 4000  # what a card prompt sees of a document
 EMBED_TEXT_CHARS = 2000  # document text embedded after its card (the encoder reads ~256 tokens)
+CARDS_VERSION = "doc_cards-1"
 
 
 def corpus_fingerprint(source: str, s3: S3Resource) -> str:
@@ -65,7 +66,12 @@ def documents(context: AssetExecutionContext, workspace: WorkspaceResource, s3: 
     )
 
 
-@asset(partitions_def=corpus_partitions, group_name="ingest", deps=[documents], code_version="doc_cards-1",
+def card_input(doc_id: str, title: str, text: str) -> CardInput:
+    """What a card task reads of a document (also what keys its cache entry)."""
+    return CardInput(doc_id=doc_id, title=title, text=text[:CARD_TEXT_CHARS])
+
+
+@asset(partitions_def=corpus_partitions, group_name="ingest", deps=[documents], code_version=CARDS_VERSION,
        pool="llm", retry_policy=LLM_RETRY)
 def doc_cards(context: AssetExecutionContext, workspace: WorkspaceResource, llm: LLMResource):
     """One summary card per document: title, one-line description, ≤4 key phrases. The card is
@@ -73,9 +79,8 @@ def doc_cards(context: AssetExecutionContext, workspace: WorkspaceResource, llm:
     stage = Stage("doc_cards", context, workspace)
     art = stage.artifacts
     docs = art.read_table("documents.parquet")
-    items = [CardInput(doc_id=d, title=t, text=x[:CARD_TEXT_CHARS])
-             for d, t, x in docs.select("doc_id", "title", "text").iter_rows()]
-    cards = stage.runner(llm, "doc_cards-1").run("card", items, Card)
+    items = [card_input(d, t, x) for d, t, x in docs.select("doc_id", "title", "text").iter_rows()]
+    cards = stage.runner(llm, CARDS_VERSION).run("card", items, Card)
     frame = pl.DataFrame({
         "doc_id": docs["doc_id"],
         "title": [c.title for c in cards],

@@ -32,6 +32,9 @@ from ._stage import LLM_RETRY, Stage, markdown_table
 LEVEL1_MEMBERS, LEVEL1_CHARS = 15, 600  # level-1 summaries read ≤15 documents × 600 chars
 UPPER_MEMBERS, UPPER_CHARS = 20, 300  # higher levels read ≤20 child summaries × 300 chars
 REPARTITION_BATCH = 60
+# A repartition prompt lists member titles (never texts) so the model can name id-level moves;
+# clipped and capped so ≤60 clusters stay within a prompt budget whatever their sizes.
+REPARTITION_TITLE_CHARS, REPARTITION_TITLES_PER_CLUSTER = 80, 40
 NEXT_LEVEL_EXCERPTS = 3  # member excerpts embedded with a cluster's summary for the next level
 
 CLUSTERS_VERSION = "clusters-1"
@@ -293,13 +296,14 @@ def build_repartition(level: int) -> AssetsDefinition:
             art.write_table(art.level(level, "repartitioned.parquet"), frame)
             art.write_table(art.level(level, "repartitioned_placements.parquet"), place_frame)
             return stage.done(table_version(frame, place_frame), {"skipped": "incremental compile", "clusters": frame.height})
-        item_ids, _ = level_items(art, level)
+        item_ids, item_titles = level_items(art, level)
         item_index = {m: i for i, m in enumerate(item_ids)}
         vectors = art.read_matrix(art.level(level, "items.npy"))
         summarised = art.read_table(art.level(level, "summarised.parquet"))
         groups = _groups_of(summarised)
         idx_groups = [[item_index[m] for m in members] for _, members in groups]
-        requests = _repartition_requests(spec.p, level, summarised, vectors, idx_groups)
+        requests = _repartition_requests(spec.p, level, summarised, vectors, idx_groups,
+                                         dict(zip(item_ids, item_titles)))
         runner = stage.runner(llm, REPARTITION_VERSION)
         verdicts = runner.run("repartition", requests, RepartitionVerdict)
         outcome = apply_verdicts(groups, verdicts, vectors, item_index, spec.p,
@@ -333,8 +337,10 @@ def _kept_summary(row: dict) -> ClusterSummary:
 
 
 def _repartition_requests(p: int, level: int, summarised: pl.DataFrame, vectors: np.ndarray,
-                          idx_groups: list[list[int]]) -> list[RepartitionInput]:
-    """The embedding evidence (cohesion, nearest sibling centroids) beside each batch's summaries."""
+                          idx_groups: list[list[int]], titles: dict[str, str]) -> list[RepartitionInput]:
+    """Every sibling cluster, in batches of ≤60 neighbours: its summary, its members' titles
+    (documents' card titles at level 1, child nodes' titles above) and the embedding evidence
+    (cohesion, nearest sibling centroids)."""
     cohesion = hierarchy.cohesion(vectors, idx_groups)
     pairs = hierarchy.similar_pairs(vectors, idx_groups)
     rows = list(summarised.iter_rows(named=True))
@@ -346,12 +352,18 @@ def _repartition_requests(p: int, level: int, summarised: pl.DataFrame, vectors:
             branching=p,
             clusters=[RepartitionCluster(cluster_id=rows[i]["node_id"], title=rows[i]["title"],
                                          summary=rows[i]["summary"], size=len(idx_groups[i]),
-                                         cohesion=round(cohesion[i], 4), member_ids=rows[i]["members"],
-                                         member_titles=[]) for i in batch],
+                                         cohesion=round(cohesion[i], 4),
+                                         **repartition_members(rows[i]["members"], titles)) for i in batch],
             similar_pairs=[SimilarPair(a=rows[a]["node_id"], b=rows[b]["node_id"], similarity=round(s, 4))
                            for a, b, s in pairs if a in inside and b in inside],
         ))
     return requests
+
+
+def repartition_members(members: list[str], titles: dict[str, str]) -> dict[str, list[str]]:
+    """Member ids and titles as a repartition prompt lists them: the first ones, titles clipped."""
+    shown = members[:REPARTITION_TITLES_PER_CLUSTER]
+    return {"member_ids": list(members), "member_titles": [clip(titles[m], REPARTITION_TITLE_CHARS) for m in shown]}
 
 
 class RepartitionOutcome:

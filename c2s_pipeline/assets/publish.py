@@ -26,6 +26,7 @@ from .. import __version__, incremental
 from ..artifacts import MAX_LEVELS, CorpusArtifacts, table_version
 from ..docstore import StoredDocument, write_document_store
 from ..layout import DOCUMENT_STORE_FILE, ENTITY_INDEX_FILE, MANIFEST_FILE
+from ..llm.base import usage_sum
 from ..llm.schemas import Entities, EntitiesInput
 from ..partitions import corpus_partitions
 from ..publish import publish, staging_dir
@@ -245,18 +246,22 @@ def build_manifest(spec, art: CorpusArtifacts, forest: Forest, files: dict[str, 
     sizes = sorted(len(t.encode("utf-8")) for t in files.values())
     ingest = art.read_json("ingest.json")
     provider = llm.compile_provider
+    # What this run's LLM stages spent (re-asks and retries included), from the API's usage fields.
+    usage = {name: r["llm_usage"] for name, r in records.items() if "llm_usage" in r}
     return {
         "corpus": spec.name,
         "source": spec.source,
         "c2s_version": __version__,
         "parameters": {"p": spec.p, "k": spec.k, "tau": spec.tau, "max_levels": MAX_LEVELS},
         "provider": {"name": provider.name, "model": provider.model,
+                     "card_model": getattr(provider, "card_model", provider.model),
                      "prompt_versions": {t: provider.prompt_version(t) for t in ("card", "summary", "repartition", "entities")}},
         "encoder": encoder.model,
         "stats": {
             "documents": {k: ingest[k] for k in ("accepted", "rejected", "duplicate", "ignored_hidden")},
             "llm_calls": {k: sum(r["llm_calls"][k] for r in records.values()) for k in ("made", "cached")},
             "embeddings": {k: sum(r["embeddings"][k] for r in records.values()) for k in ("computed", "cached")},
+            "llm_usage": {"stages": usage, "total": usage_sum(*usage.values())},
             "levels": forest.levels,
             "skills": len(forest.skills),
             "nav_files": len(files),

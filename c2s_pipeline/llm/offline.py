@@ -10,12 +10,13 @@ from __future__ import annotations
 import re
 import statistics
 from collections import Counter
-from typing import Sequence
+from typing import Callable, Sequence, TypeVar
 
 from pydantic import BaseModel
 
 from .. import patterns
 from ..text import candidate_phrases, class_tfidf, clip, key_phrases, sentences, sha256_hex, slugify
+from .base import OnResult
 from .schemas import (
     MAX_DOC_TYPES,
     MAX_ENTITIES,
@@ -30,6 +31,7 @@ from .schemas import (
 )
 
 PROMPT_VERSIONS = {"card": "offline-card-3", "summary": "offline-summary-4", "repartition": "offline-repartition-2", "entities": "offline-entities-2"}
+T = TypeVar("T")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 
 # Thresholds on the embedding evidence. Sibling centroids this close read as one topic, and a
@@ -52,31 +54,46 @@ class OfflineProvider:
         return ""
 
     # -- cards -------------------------------------------------------------------------------
-    def cards(self, items: Sequence[CardInput], only: Sequence[int]) -> dict[int, Card]:
-        return {i: make_card(items[i]) for i in only}
+    def cards(self, items: Sequence[CardInput], only: Sequence[int], on_result: OnResult | None = None) -> dict[int, Card]:
+        return _each(only, lambda i: make_card(items[i]), on_result)
 
     # -- cluster summaries ---------------------------------------------------------------------
-    def summaries(self, items: Sequence[ClusterInput], only: Sequence[int]) -> dict[int, ClusterSummary]:
+    def summaries(self, items: Sequence[ClusterInput], only: Sequence[int],
+                  on_result: OnResult | None = None) -> dict[int, ClusterSummary]:
         classes = [_cluster_terms(item) for item in items]
         # A term every sibling uses (the product's own name, say) tells siblings apart by nothing.
         everywhere = set.intersection(*(set(c) for c in classes)) if len(classes) > 1 else set()
         weights = class_tfidf([Counter({t: n for t, n in c.items() if t not in everywhere}) for c in classes])
-        return {i: _summarise(items[i], weights[i]) for i in only}
+        return _each(only, lambda i: _summarise(items[i], weights[i]), on_result)
 
     # -- verify and repartition ----------------------------------------------------------------
-    def repartitions(self, items: Sequence[RepartitionInput], only: Sequence[int]) -> dict[int, RepartitionVerdict]:
-        return {i: _judge_partition(items[i]) for i in only}
+    def repartitions(self, items: Sequence[RepartitionInput], only: Sequence[int],
+                     on_result: OnResult | None = None) -> dict[int, RepartitionVerdict]:
+        return _each(only, lambda i: _judge_partition(items[i]), on_result)
 
     # -- entities ------------------------------------------------------------------------------
-    def entities(self, items: Sequence[EntitiesInput], only: Sequence[int]) -> dict[int, Entities]:
-        out = {}
-        for i in only:
-            texts = [items[i].summary, *items[i].texts]
-            out[i] = Entities(
-                entities=patterns.rank_entities(texts, MAX_ENTITIES),
-                doc_types=patterns.doc_types(items[i].texts, MAX_DOC_TYPES),
-            )
-        return out
+    def entities(self, items: Sequence[EntitiesInput], only: Sequence[int],
+                 on_result: OnResult | None = None) -> dict[int, Entities]:
+        return _each(only, lambda i: Entities(
+            entities=patterns.rank_entities([items[i].summary, *items[i].texts], MAX_ENTITIES),
+            doc_types=patterns.doc_types(items[i].texts, MAX_DOC_TYPES),
+        ), on_result)
+
+    # -- accounting ----------------------------------------------------------------------------
+    def report(self) -> dict:
+        """No API, no tokens, no cost."""
+        return {"provider": self.name, "model": self.model, "card_model": self.model, "tasks": {}, "cost_usd": 0.0,
+                "priced": True}
+
+
+def _each(only: Sequence[int], make: Callable[[int], T], on_result: OnResult | None) -> dict[int, T]:
+    """Results for ``only``, each reported as it is made."""
+    out = {}
+    for i in only:
+        out[i] = make(i)
+        if on_result is not None:
+            on_result(i, out[i])
+    return out
 
 
 def make_card(item: CardInput) -> Card:

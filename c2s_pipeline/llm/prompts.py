@@ -10,6 +10,7 @@ prompt, bump its version, and exactly the items of that task are recomputed.
 
 from __future__ import annotations
 
+import functools
 import json
 
 from pydantic import BaseModel
@@ -188,6 +189,8 @@ def repartition_message(item: RepartitionInput) -> str:
         if with_titles:
             parts.append("Members:")
             parts += [f"- {mid}: {title}" for mid, title in zip(c.member_ids, c.member_titles)]
+            if len(c.member_ids) > len(c.member_titles):
+                parts.append(f"- ... and {len(c.member_ids) - len(c.member_titles)} more")
         parts.append("</cluster>")
     if item.similar_pairs:
         parts += ["", "Most similar pairs of cluster centres (cosine):"]
@@ -222,6 +225,23 @@ def build(task: str, item: BaseModel) -> tuple[str, str]:
     if task == "entities":
         return ENTITIES_SYSTEM, entities_message(item)  # type: ignore[arg-type]
     raise ValueError(f"unknown compile task {task!r}")
+
+
+def estimate_tokens(text: str) -> int:
+    """Tokens in ``text``: ``tiktoken``'s count when it is installed with its encoding at hand, else
+    4 characters a token (close for English prose on current Claude and GPT tokenizers)."""
+    encoding = _tokenizer()
+    return len(encoding.encode(text, disallowed_special=())) if encoding is not None else (len(text) + 3) // 4
+
+
+@functools.lru_cache(maxsize=1)
+def _tokenizer():
+    try:
+        import tiktoken
+
+        return tiktoken.get_encoding("cl100k_base")
+    except Exception:  # noqa: BLE001 - not installed, or its encoding file cannot be fetched offline
+        return None
 
 
 def describe(task: str, item: BaseModel) -> str:

@@ -6,6 +6,12 @@ JSON (code fences stripped) and validated with the task's pydantic schema; an in
 answer is re-asked with the problem stated, at most ``max_attempts`` calls per item, and an item
 that never yields a valid answer raises ``CompileTaskError`` naming the document or cluster - never
 a placeholder. Tokens and dollars are tallied per task (``usage_by_task``, ``cost_by_task``).
+
+Each item is handed to ``on_result`` as it completes. When one item fails (or the budget is
+reached), no further item starts; the calls in flight finish and are kept (they are paid for),
+then the error is raised. ``max_cost`` caps what one provider spends: a call is refused when
+what was spent, plus what the calls in flight may cost, plus its own estimate (prompt at 4
+characters a token, output at its full budget) would cross the cap.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from pydantic import BaseModel, ValidationError
 
 from . import pricing, prompts
 from ..text import slugify
+from .base import BudgetExceededError, CompileTaskError, OnResult
 from .clients import ChatClient, ChatResult, LLMError, Usage
 from .schemas import (
     MAX_DOC_TYPES,
@@ -47,16 +54,13 @@ MAX_KEY_TERMS = 12
 _FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 
 
-class CompileTaskError(LLMError):
-    """An item's task failed for good; the message names the item."""
-
-
 class RemoteProvider:
     """``CompileProvider`` over a ``ChatClient``. ``card_model`` (default ``model``) does the
     per-document cards, the bulk of the calls, where a cheaper model loses little."""
 
     def __init__(self, client: ChatClient, model: str | None = None, card_model: str | None = None,
-                 concurrency: int = 20, max_attempts: int = 3, temperature: float | None = None):
+                 concurrency: int = 20, max_attempts: int = 3, temperature: float | None = None,
+                 max_cost: float | None = None):
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         if max_attempts < 1:
@@ -68,6 +72,8 @@ class RemoteProvider:
         self.concurrency = concurrency
         self.max_attempts = max_attempts
         self.temperature = temperature
+        self.max_cost = max_cost
+        self._reserved = 0.0  # estimated cost of the calls in flight
         self.usage_by_task: dict[str, Usage] = defaultdict(Usage)
         self.cost_by_task: dict[str, float] = defaultdict(float)
         self.calls_by_task: dict[str, int] = defaultdict(int)  # model calls, re-asks included
@@ -93,17 +99,23 @@ class RemoteProvider:
     def batch_context(self, task: str, items: Sequence[BaseModel]) -> str:
         return ""  # an LLM answer depends on its own item only
 
-    def cards(self, items: Sequence[CardInput], only: Sequence[int]) -> dict[int, Card]:
-        return self._run("card", items, only, Card)
+    def cards(self, items: Sequence[CardInput], only: Sequence[int], on_result: OnResult | None = None) -> dict[int, Card]:
+        return self._run("card", items, only, Card, on_result)
 
-    def summaries(self, items: Sequence[ClusterInput], only: Sequence[int]) -> dict[int, ClusterSummary]:
-        return self._run("summary", items, only, ClusterSummary)
+    def summaries(self, items: Sequence[ClusterInput], only: Sequence[int],
+                  on_result: OnResult | None = None) -> dict[int, ClusterSummary]:
+        return self._run("summary", items, only, ClusterSummary, on_result)
 
-    def repartitions(self, items: Sequence[RepartitionInput], only: Sequence[int]) -> dict[int, RepartitionVerdict]:
-        return self._run("repartition", items, only, RepartitionVerdict)
+    def repartitions(self, items: Sequence[RepartitionInput], only: Sequence[int],
+                     on_result: OnResult | None = None) -> dict[int, RepartitionVerdict]:
+        return self._run("repartition", items, only, RepartitionVerdict, on_result)
 
-    def entities(self, items: Sequence[EntitiesInput], only: Sequence[int]) -> dict[int, Entities]:
-        return self._run("entities", items, only, Entities)
+    def entities(self, items: Sequence[EntitiesInput], only: Sequence[int],
+                 on_result: OnResult | None = None) -> dict[int, Entities]:
+        return self._run("entities", items, only, Entities, on_result)
+
+    def model_for(self, task: str) -> str:
+        return self.card_model if task == "card" else self.model
 
     # -- accounting ----------------------------------------------------------------------------
     @property
@@ -126,6 +138,21 @@ class RemoteProvider:
             "priced": pricing.price_for(self.model).known,
         }
 
+    def _reserve(self, task: str, model: str, system: str, messages: list[dict[str, Any]], max_tokens: int) -> float:
+        """Book the estimated cost of the next call, or refuse it when it could cross ``max_cost``."""
+        if self.max_cost is None:
+            return 0.0
+        estimate = estimate_call_cost(model, system, messages, max_tokens)
+        with self._stats_lock:
+            if self.cost + self._reserved + estimate > self.max_cost:
+                raise BudgetExceededError(self.max_cost, self.cost, task)
+            self._reserved += estimate
+        return estimate
+
+    def _release(self, estimate: float) -> None:
+        with self._stats_lock:
+            self._reserved -= estimate
+
     def _account(self, task: str, model: str, result: ChatResult) -> None:
         with self._stats_lock:
             self.usage_by_task[task] += result.usage
@@ -134,10 +161,11 @@ class RemoteProvider:
             self.retries_by_task[task] += result.attempts - 1
 
     # -- running -------------------------------------------------------------------------------
-    def _run(self, task: str, items: Sequence[BaseModel], only: Sequence[int], output: type[Out]) -> dict[int, Out]:
+    def _run(self, task: str, items: Sequence[BaseModel], only: Sequence[int], output: type[Out],
+             on_result: OnResult | None) -> dict[int, Out]:
         if not only:
             return {}
-        return self._submit(self._gather(task, items, only, output))
+        return self._submit(self._gather(task, items, only, output, on_result))
 
     def _submit(self, coro: Coroutine[Any, Any, T]) -> T:
         with self._loop_lock:
@@ -169,31 +197,37 @@ class RemoteProvider:
             thread.join(timeout=10)
         loop.close()
 
-    async def _gather(self, task: str, items: Sequence[BaseModel], only: Sequence[int],
-                      output: type[Out]) -> dict[int, Out]:
+    async def _gather(self, task: str, items: Sequence[BaseModel], only: Sequence[int], output: type[Out],
+                      on_result: OnResult | None) -> dict[int, Out]:
         semaphore = asyncio.Semaphore(self.concurrency)
-
-        async def one(i: int) -> tuple[int, Out]:
-            async with semaphore:
-                return i, await self._item(task, items[i], output)
-
-        pending = [asyncio.ensure_future(one(i)) for i in only]
         results: dict[int, Out] = {}
-        try:
-            for done in asyncio.as_completed(pending):
-                i, result = await done
+        errors: list[LLMError] = []
+
+        async def one(i: int) -> None:
+            async with semaphore:
+                if errors:
+                    return  # an item failed: start nothing new
+                try:
+                    result = await self._item(task, items[i], output)
+                except (CompileTaskError, BudgetExceededError) as err:
+                    errors.append(err)
+                    return
                 results[i] = result
-        except BaseException:
-            # One item failed for good: the batch is lost anyway, so stop paying for the rest.
-            for task_ in pending:
-                task_.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
-            raise
+                if on_result is not None:
+                    on_result(i, result)
+
+        # Cancelled (Ctrl-C in the caller): gather cancels every item, and none half-done is kept.
+        await asyncio.gather(*(one(i) for i in only))
+        if errors:
+            error = errors[0]
+            if isinstance(error, BudgetExceededError):
+                error = BudgetExceededError(error.budget, self.cost, task)  # with the calls drained
+            raise error
         return results
 
     async def _item(self, task: str, item: BaseModel, output: type[Out]) -> Out:
         system, user = prompts.build(task, item)
-        model = self.card_model if task == "card" else self.model
+        model = self.model_for(task)
         budget = prompts.MAX_TOKENS[task]
         messages: list[dict[str, Any]] = [{"role": "user", "content": user}]
         problem = ""
@@ -201,11 +235,15 @@ class RemoteProvider:
             if attempt > 1:
                 with self._stats_lock:
                     self.reasks_by_task[task] += 1
+            estimate = self._reserve(task, model, system, messages, budget)
             try:
                 result = await self.client.acomplete(messages, system=system, max_tokens=budget, model=model,
                                                      json_mode=True, temperature=self.temperature)
             except LLMError as err:
-                raise CompileTaskError(f"{task} for {prompts.describe(task, item)}: {err}") from err
+                raise CompileTaskError(f"{task} for {prompts.describe(task, item)}: {err}",
+                                       transient=getattr(err, "retryable", False)) from err
+            finally:
+                self._release(estimate)
             self._account(task, model, result)
             last = attempt == self.max_attempts
             if result.refused:
@@ -226,6 +264,14 @@ class RemoteProvider:
                         {"role": "user", "content": follow_up}]
         raise CompileTaskError(f"{task} for {prompts.describe(task, item)}: no valid answer from {model} after "
                                f"{self.max_attempts} attempts; last problem: {problem}")
+
+
+def estimate_call_cost(model: str, system: str, messages: Sequence[dict[str, Any]], max_tokens: int) -> float:
+    """An upper-leaning estimate of one call: the prompt at 4 characters a token, priced as a
+    cache write where that costs more than plain input, and the whole output budget."""
+    prompt = prompts.estimate_tokens(system + "".join(str(m.get("content", "")) for m in messages))
+    return max(pricing.cost(model, Usage(input_tokens=prompt, output_tokens=max_tokens)),
+               pricing.cost(model, Usage(cache_write_tokens=prompt, output_tokens=max_tokens)))
 
 
 # -- parsing ---------------------------------------------------------------------------------------

@@ -1,0 +1,275 @@
+"""What a compile would cost, before it spends anything: LLM calls, tokens and dollars per stage.
+
+Nothing here calls an LLM. Stage sizes follow the compile's own arithmetic: a card per document,
+``ceil(n/p)`` clusters per level until fewer than ``k`` remain, a repartition call per sibling
+batch of ≤60 on levels 1 and 2, entities per cluster. Prompt tokens come from the real prompt
+builders (``prompts.build``) on the actual documents: exactly for the cards, and for the cluster
+tasks on stand-in clusters (documents in corpus order, cached or extractive cards for titles),
+since the real clusters only exist once the documents are embedded. Output tokens are each task's
+full output budget, so the output side is an upper bound. Cards already in the per-item cache
+are subtracted (their cache key is known before the run); for the other stages it is not.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Sequence
+
+from pydantic import BaseModel
+
+from .artifacts import MAX_LEVELS, REPARTITION_LEVELS
+from .assets.corpus import CARDS_VERSION, card_input
+from .assets.levels import (
+    LEVEL1_CHARS,
+    LEVEL1_MEMBERS,
+    REPARTITION_BATCH,
+    UPPER_CHARS,
+    UPPER_MEMBERS,
+    repartition_members,
+)
+from .assets.publish import ENTITY_CHARS, ENTITY_TEXTS
+from .hierarchy import cluster_count
+from .ingest import CorpusError, Document, read_corpus
+from .llm import pricing, prompts
+from .llm.base import CompileProvider, TaskRunner
+from .llm.clients import Usage
+from .llm.offline import make_card
+from .llm.schemas import (
+    MAX_ENTITIES,
+    Card,
+    ClusterInput,
+    EntitiesInput,
+    MemberExcerpt,
+    RepartitionCluster,
+    RepartitionInput,
+    SimilarPair,
+)
+from .resources import LLMResource
+from .text import clip
+from .workspace import CorpusSpec, Workspace
+
+# Clusters re-summarised after verify-and-repartition: it depends on the model's verdicts, so an
+# assumed share (each cluster is touched at most once).
+RESUMMARY_SHARE = 0.1
+SUMMARY_CHARS = 1000  # a cluster summary's length as the prompts ask for it
+
+
+@dataclass
+class StageEstimate:
+    stage: str
+    items: int  # items the stage computes: documents, clusters or sibling batches (repartition)
+    cached: int | None  # of them already in the per-item cache (None: not knowable before the run)
+    calls: int  # LLM calls, re-asks not included
+    input_tokens: int
+    output_tokens: int  # the output budgets: an upper bound
+    cost_usd: float
+    note: str = ""
+
+
+@dataclass
+class _Node:
+    """A stand-in cluster: what its summary, repartition and entities prompts would read."""
+
+    node_id: str
+    level: int
+    title: str
+    member_ids: list[str]
+    member_titles: list[str]
+    excerpts: list[MemberExcerpt]  # what its summary reads
+    entity_texts: list[str]  # what its entities task reads
+    summary: str
+
+
+def estimate_compile(spec: CorpusSpec, workspace: Workspace, llm: LLMResource, documents: Sequence[Document]) -> dict:
+    """Per-stage and total estimates for compiling ``documents`` as ``spec`` with ``llm``."""
+    if not documents:
+        raise CorpusError(f"no documents accepted from {spec.source}")
+    if len(documents) < spec.p:
+        raise CorpusError(f"corpus '{spec.name}' has {len(documents)} documents, fewer than the branching ratio "
+                          f"p={spec.p}: nothing to cluster; lower --p or add documents")
+    provider = llm.build_provider(require_key=False)
+    try:
+        return _Estimator(spec, workspace, provider).run(list(documents))
+    finally:
+        close = getattr(provider, "close", None)
+        if close is not None:
+            close()
+
+
+def read_documents(spec: CorpusSpec, workspace: Workspace, s3=None) -> list[Document]:
+    """The corpus's accepted documents, read as the ``documents`` asset reads them."""
+    from .storage import download_prefix, is_s3
+
+    local = Path(spec.source)
+    if is_s3(spec.source):
+        from dagster_aws.s3 import S3Resource
+
+        local = download_prefix((s3 or S3Resource()).get_client(), spec.source,
+                                workspace.artifacts(spec.name) / "source")
+    return read_corpus(local).documents
+
+
+class _Estimator:
+    def __init__(self, spec: CorpusSpec, workspace: Workspace, provider: CompileProvider):
+        self.spec, self.workspace, self.provider = spec, workspace, provider
+        self.remote = provider.name != "offline"  # the offline provider sends no prompt and costs nothing
+        self.stages: list[StageEstimate] = []
+        self.notes: list[str] = []
+
+    def run(self, documents: list[Document]) -> dict:
+        cards = self._cards(documents)
+        level, nodes = 1, self._level_one(documents, cards)
+        all_nodes = list(nodes)
+        while True:
+            self._summaries(level, nodes)
+            if level in REPARTITION_LEVELS:
+                self._repartition(level, nodes)
+            if len(nodes) < self.spec.k:
+                break
+            if level == MAX_LEVELS:
+                self.notes.append(f"the compile will stop: {len(nodes)} clusters remain at level {MAX_LEVELS}, "
+                                  f"the most the graph holds; raise --p or --k")
+                break
+            level, nodes = level + 1, self._upper_level(level + 1, nodes)
+            all_nodes += nodes
+        self._entities(all_nodes)
+        total = {k: sum(getattr(s, k) for s in self.stages) for k in ("calls", "input_tokens", "output_tokens")}
+        total["cost_usd"] = round(sum(s.cost_usd for s in self.stages), 4)
+        return {
+            "corpus": self.spec.name,
+            "provider": self.provider.name,
+            "model": self.provider.model,
+            "card_model": getattr(self.provider, "card_model", self.provider.model),
+            "priced": not self.remote or all(pricing.price_for(m).known for m in self._models()),
+            "documents": len(documents),
+            "levels": level,
+            "stages": [asdict(s) for s in self.stages],
+            "total": total,
+            "notes": self.notes + self._standing_notes(),
+        }
+
+    # -- stages ----------------------------------------------------------------------------------
+    def _cards(self, documents: list[Document]) -> dict[str, Card]:
+        items = [card_input(d.doc_id, d.title, d.text) for d in documents]
+        hits = TaskRunner(self.provider, self.workspace.cache, CARDS_VERSION).cached("card", items)
+        todo = [item for i, item in enumerate(items) if i not in hits]
+        self._add("doc_cards", "card", len(items), len(hits), todo)
+        if items and len(hits) == len(items):
+            self.notes.append("every card is in the cache: if the corpus and settings are unchanged since the last "
+                              "compile, the other stages come from the cache too and the run costs nothing")
+        # Cluster prompts show card titles: the cached card where there is one, else an extractive stand-in.
+        return {item.doc_id: Card.model_validate(hits[i]) if i in hits else make_card(item)
+                for i, item in enumerate(items)}
+
+    def _level_one(self, documents: list[Document], cards: dict[str, Card]) -> list[_Node]:
+        nodes = []
+        for c, group in enumerate(_split(documents, cluster_count(len(documents), self.spec.p))):
+            titles = [cards[d.doc_id].title for d in group]
+            excerpts = [MemberExcerpt(item_id=d.doc_id, title=cards[d.doc_id].title,
+                                      text=clip(f"{cards[d.doc_id].one_line} {d.text}", LEVEL1_CHARS))
+                        for d in group[:LEVEL1_MEMBERS]]
+            entity_texts = [f"{cards[d.doc_id].title}. {cards[d.doc_id].one_line} {clip(d.text, ENTITY_CHARS)}"
+                            for d in group[:ENTITY_TEXTS]]
+            nodes.append(_Node(f"L1-{c:04d}", 1, titles[0], [d.doc_id for d in group], titles, excerpts,
+                               entity_texts, _stand_in_summary(titles)))
+        return nodes
+
+    def _upper_level(self, level: int, below: list[_Node]) -> list[_Node]:
+        nodes = []
+        for c, group in enumerate(_split(below, cluster_count(len(below), self.spec.p))):
+            excerpts = [MemberExcerpt(item_id=n.node_id, title=n.title, text=clip(n.summary, UPPER_CHARS))
+                        for n in group[:UPPER_MEMBERS]]
+            titles = [n.title for n in group]
+            entity_texts = [f"{n.title}. {n.summary} Entities: {_stand_in_entities(n)}" for n in group]
+            nodes.append(_Node(f"L{level}-{c:04d}", level, titles[0], [n.node_id for n in group], titles, excerpts,
+                               entity_texts, _stand_in_summary(titles)))
+        return nodes
+
+    def _summaries(self, level: int, nodes: list[_Node]) -> None:
+        self._add(f"summaries/level_{level}", "summary", len(nodes), None, [self._summary_input(level, n) for n in nodes])
+
+    def _summary_input(self, level: int, node: _Node) -> ClusterInput:
+        return ClusterInput(cluster_id=node.node_id, level=level, size=len(node.member_ids), members=node.excerpts,
+                            member_titles=node.member_titles)
+
+    def _repartition(self, level: int, nodes: list[_Node]) -> None:
+        n_batches = math.ceil(len(nodes) / REPARTITION_BATCH)
+        size = math.ceil(len(nodes) / n_batches)
+        requests = []
+        for batch in (nodes[i : i + size] for i in range(0, len(nodes), size)):
+            titles = {m: t for n in batch for m, t in zip(n.member_ids, n.member_titles)}
+            clusters = [RepartitionCluster(cluster_id=n.node_id, title=n.title, summary=n.summary,
+                                           size=len(n.member_ids), cohesion=0.5,
+                                           **repartition_members(n.member_ids, titles)) for n in batch]
+            pairs = [SimilarPair(a=a.node_id, b=b.node_id, similarity=0.8) for a, b in zip(batch, batch[1:])]
+            requests.append(RepartitionInput(level=level, branching=self.spec.p, clusters=clusters,
+                                             similar_pairs=pairs * 2))
+        touched = math.ceil(RESUMMARY_SHARE * len(nodes))
+        resummaries = [self._summary_input(level, n) for n in nodes[:touched]]
+        self._add(f"repartition/level_{level}", "repartition", len(requests), None, requests,
+                  extra=("summary", resummaries),
+                  note=f"includes {touched} re-summaries (assumes {RESUMMARY_SHARE:.0%} of clusters touched)")
+
+    def _entities(self, nodes: list[_Node]) -> None:
+        inputs = [EntitiesInput(cluster_id=n.node_id, level=n.level, title=n.title, summary=n.summary,
+                                texts=n.entity_texts) for n in nodes]
+        self._add("entities", "entities", len(inputs), None, inputs)
+
+    # -- accounting ------------------------------------------------------------------------------
+    def _add(self, stage: str, task: str, items: int, cached: int | None, todo: Sequence[BaseModel],
+             extra: tuple[str, Sequence[BaseModel]] | None = None, note: str = "") -> None:
+        calls = input_tokens = output_tokens = 0
+        cost = 0.0
+        for t, inputs in [(task, todo)] + ([extra] if extra else []):
+            if not self.remote:
+                calls += len(inputs)
+                continue
+            tokens = sum(prompts.estimate_tokens("".join(prompts.build(t, item))) for item in inputs)
+            out = len(inputs) * prompts.MAX_TOKENS[t]
+            calls += len(inputs)
+            input_tokens += tokens
+            output_tokens += out
+            cost += pricing.cost(self.provider.model_for(t), Usage(input_tokens=tokens, output_tokens=out))
+        self.stages.append(StageEstimate(stage, items, cached, calls, input_tokens, output_tokens, round(cost, 4), note))
+
+    def _models(self) -> set[str]:
+        return {self.provider.model, getattr(self.provider, "card_model", self.provider.model)}
+
+    def _standing_notes(self) -> list[str]:
+        if not self.remote:
+            return ["the offline provider calls no API: no tokens, no cost"]
+        notes = ["output tokens are each task's full budget (an upper bound); input is priced at the plain rate "
+                 "(prompt caching of the system prompts makes it cheaper); re-asks are not counted",
+                 "cluster prompts are measured on stand-in clusters (documents in corpus order): the real "
+                 "clusters exist only after embedding"]
+        unpriced = sorted(m for m in self._models() if not pricing.price_for(m).known)
+        if unpriced:
+            notes.append(f"no price known for {', '.join(unpriced)}: counted as $0")
+        return notes
+
+
+def _split(items: list, n_groups: int) -> list[list]:
+    """``items`` in ``n_groups`` consecutive groups of near-equal size."""
+    size, extra = divmod(len(items), n_groups)
+    groups, start = [], 0
+    for g in range(n_groups):
+        end = start + size + (1 if g < extra else 0)
+        groups.append(items[start:end])
+        start = end
+    return groups
+
+
+def _stand_in_entities(node: _Node) -> str:
+    """A child's entity list as its parent's entities prompt shows it: up to 12 short names."""
+    words = [w for t in node.member_titles for w in t.split() if w[:1].isupper()]
+    return ", ".join(dict.fromkeys(words[:MAX_ENTITIES]))
+
+
+def _stand_in_summary(titles: list[str]) -> str:
+    """A summary of typical length made of the members' titles (what "Covers: ..." lists)."""
+    text = "Topic area, questions answered and key terms. Covers: " + "; ".join(titles)
+    while len(text) < SUMMARY_CHARS:
+        text += " " + text
+    return clip(text, SUMMARY_CHARS)

@@ -1,0 +1,457 @@
+"""The agent: its two tools, the answer loop's shared pieces, the offline navigator and the CLI.
+
+Unit tests run on a small hand-written tree; the navigator is measured on compiled trees of the
+WixQA sample (80 questions with gold ids) and of the bundled sample corpus, side by side with
+flat dense retrieval over the same documents with the same encoder.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from c2s_agent import AnswerResult, answer
+from c2s_agent.agent import (RULES, TurnBudget, UnknownProviderError, check_citations, citations_in,
+                             preloaded_context, system_prompt)
+from c2s_agent.cli import app, register
+from c2s_agent.navfile import parse_nav_file
+from c2s_agent.tools import PAGE_CHARS, TOOL_SCHEMAS, TreeTools, parse_document
+from c2s_agent.tree import TreeError
+from c2s_pipeline.docstore import StoredDocument, write_document_store
+
+from .conftest import ROOT
+
+SAMPLE_QUESTIONS = ROOT / "c2s_pipeline" / "sample_questions.jsonl"
+
+LONG_TEXT = "".join(f"Paragraph {i:04d}: refunds are issued to the original card. " for i in range(300))
+DOCS = {
+    "refund-policy": ("Refund policy", "Refunds are available within 30 days of purchase. "
+                      "Contact support with your order number to request one."),
+    "refund-long": ("Refund processing details", LONG_TEXT),
+    "shipping-times": ("Shipping times", "Standard shipping takes 3-5 business days. "
+                       "Express shipping arrives the next business day."),
+    "empty-doc": ("Empty document", ""),
+}
+SKILL = """\
+---
+name: {name}
+description: '{description}'
+metadata:
+  level: 2
+  documents: {n}
+---
+
+# {title}
+
+{description}
+
+Entities: {entities}
+
+## Sub-groups (1)
+
+- [{group}]({group}/INDEX.md) ({n} docs) — {description}
+
+## Related skills
+
+- [{other}](../{other}/SKILL.md) — shared: Support
+"""
+INDEX = """\
+---
+name: {group}
+description: '{description}'
+metadata:
+  level: 1
+  documents: {n}
+---
+
+# {title}
+
+{description}
+
+## Documents ({n})
+
+{rows}
+"""
+
+
+def make_tree(root: Path) -> Path:
+    """A two-skill tree in the compiler's layout, written by hand (no compile needed)."""
+    skills = {
+        "billing": ("refunds", "Billing and refunds: refund policy, refund processing.", ["refund-policy", "refund-long", "empty-doc"], "shipping"),
+        "shipping": ("delivery", "Shipping and delivery times, express shipping.", ["shipping-times"], "billing"),
+    }
+    index = {}
+    for name, (group, description, ids, other) in skills.items():
+        rows = "\n".join(f"- `{d}` **{DOCS[d][0]}** — {DOCS[d][1][:60]} _(refund; policy)_" for d in ids)
+        folder = root / "skills" / name
+        (folder / group).mkdir(parents=True)
+        (folder / "SKILL.md").write_text(SKILL.format(name=name, description=description, n=len(ids),
+                                                      title=name.title(), entities="Support", group=group,
+                                                      other=other))
+        (folder / group / "INDEX.md").write_text(INDEX.format(group=group, description=description, n=len(ids),
+                                                              title=group.title(), rows=rows))
+        index[name.title()] = [{"path": f"skills/{name}/{group}/INDEX.md", "mentions": len(ids)}]
+    (root / "entity_index.json").write_text(json.dumps(index, indent=1))
+    (root / "manifest.json").write_text(json.dumps({"stats": {"documents": {"accepted": len(DOCS)}}}))
+    write_document_store(root / "documents.sqlite",
+                         [StoredDocument(d, t, x, "h", "test") for d, (t, x) in DOCS.items()])
+    return root
+
+
+@pytest.fixture
+def tree(tmp_path) -> Path:
+    return make_tree(tmp_path / "tree")
+
+
+# -- get_document -----------------------------------------------------------------------------
+
+
+def test_get_document_pages_long_text(tree):
+    tools = TreeTools(tree)
+    first = parse_document(tools.get_document("refund-long"))
+    assert first.doc_id == "refund-long" and first.title == "Refund processing details"
+    assert (first.offset, first.total_chars, first.next_offset) == (0, len(LONG_TEXT), PAGE_CHARS)
+    assert f"offset={PAGE_CHARS}" in tools.get_document("refund-long")
+    text, offset = first.text, first.next_offset
+    while offset is not None:
+        page = parse_document(tools.get_document("refund-long", offset=offset))
+        assert page.offset == offset and len(page.text) <= PAGE_CHARS
+        text, offset = text + page.text, page.next_offset
+    assert text == LONG_TEXT
+    short = tools.get_document("refund-policy")
+    assert "end of document" in short and short.endswith(DOCS["refund-policy"][1])
+    assert parse_document(tools.get_document("empty-doc")).text == ""
+
+
+@pytest.mark.parametrize("doc_id", ["no-such-doc", "refund", "", "   ", "``", None])
+def test_get_document_unknown_or_empty_id_is_a_clear_error(tree, doc_id):
+    tools = TreeTools(tree)
+    out = tools.get_document(doc_id)
+    assert out.startswith("error:") and parse_document(out) is None
+    assert not any(text and text[:40] in out for _, text in DOCS.values())  # never some other document
+    assert tools.fetched == [] and tools.trace[-1].error
+
+
+def test_get_document_truncated_id_names_candidates_without_reading_one(tree):
+    tools = TreeTools(tree)
+    out = tools.get_document("refund-p")
+    assert out.startswith("error:") and "refund-policy" in out and DOCS["refund-policy"][1] not in out
+
+
+def test_get_document_tolerates_backticks_and_rejects_bad_offsets(tree):
+    tools = TreeTools(tree)
+    assert parse_document(tools.get_document(" `refund-policy` ")).doc_id == "refund-policy"
+    for offset in (-1, 10_000_000, "abc"):
+        assert tools.get_document("refund-long", offset=offset).startswith("error:")
+
+
+def test_tools_are_thread_safe(tree):
+    tools = TreeTools(tree)
+    ids = ["refund-policy", "shipping-times", "refund-long"]
+    failures = []
+
+    def worker(k: int) -> None:
+        for i in range(40):
+            doc_id = ids[(k + i) % len(ids)]
+            page = parse_document(tools.get_document(doc_id))
+            if page is None or page.doc_id != doc_id or not DOCS[doc_id][1].startswith(page.text):
+                failures.append((doc_id, page))
+            if "refunds" not in tools.code_execution("grep -ril refund skills"):
+                failures.append("grep")
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures
+    assert len(tools.trace) == 8 * 40 * 2
+    assert sorted(tools.fetched) == sorted(ids)
+
+
+# -- trace, schemas, dispatch --------------------------------------------------------------------
+
+
+def test_trace_records_every_call_with_bytes_and_time(tree):
+    tools = TreeTools(tree)
+    listing = tools.code_execution("cat skills/billing/SKILL.md")
+    doc = tools.get_document("refund-policy")
+    tools.call("get_document", {"doc_id": "nope"})
+    tools.call("rm", {"path": "/"})
+    trace = tools.trace
+    assert [c.tool for c in trace] == ["code_execution", "get_document", "get_document", "rm"]
+    assert trace[0].input == {"command": "cat skills/billing/SKILL.md"}
+    assert trace[0].output_bytes == len(listing.encode()) and trace[0].scanned_bytes > 0
+    assert trace[1].input == {"doc_id": "refund-policy", "offset": 0}
+    assert trace[1].output_bytes == len(doc.encode()) and not trace[1].error
+    assert trace[2].error and trace[3].error
+    assert all(c.seconds >= 0 for c in trace)
+    usage = tools.usage()
+    assert usage["tool_calls"] == 4 and usage["nav_bytes"] == trace[0].output_bytes
+    assert usage["document_bytes"] == trace[1].output_bytes + trace[2].output_bytes
+    assert usage["documents_fetched"] == 1
+    assert json.dumps([c.to_dict() for c in trace])
+
+
+def test_tool_schemas_match_the_tools(tree):
+    assert [s["name"] for s in TOOL_SCHEMAS] == ["code_execution", "get_document"]
+    for schema in TOOL_SCHEMAS:
+        assert schema["description"] and schema["input_schema"]["type"] == "object"
+        assert set(schema["input_schema"]["required"]) <= set(schema["input_schema"]["properties"])
+    tools = TreeTools(tree)
+    assert "SKILL.md" in tools.call("code_execution", {"command": "find skills -name SKILL.md"})
+    assert tools.call("get_document", {"doc_id": "refund-policy", "offset": 0}).startswith("doc_id:")
+
+
+def test_not_a_tree_is_a_clear_error(tmp_path):
+    with pytest.raises(TreeError, match="not found"):
+        TreeTools(tmp_path / "missing")
+    with pytest.raises(TreeError, match="manifest.json"):
+        TreeTools(tmp_path)
+
+
+# -- agent pieces --------------------------------------------------------------------------------
+
+
+def test_preloaded_context_and_system_prompt(tree):
+    context = preloaded_context(tree)
+    assert "- billing (3 docs): Billing and refunds" in context and "- shipping" in context
+    prompt = system_prompt(tree)
+    assert prompt.startswith(RULES) and context in prompt
+    for rule in ("at least two candidate skills", "entity_index.json", "Related skills", "backtrack",
+                 "get_document", "[doc_id]", "80 words", "150 words"):
+        assert rule in RULES
+
+
+def test_citations_are_parsed_and_checked():
+    text = "Refunds take 30 days [refund-policy]. See [the docs](https://x.y) and [`shipping-times`]."
+    assert citations_in(text) == ["refund-policy", "shipping-times"]
+    assert check_citations(text, ["refund-policy", "shipping-times"]) == []
+    assert check_citations(text, ["refund-policy"]) == [
+        "cited shipping-times was never retrieved with get_document"]
+    assert check_citations("No sources here.", ["refund-policy"]) == [
+        "no citation: the answer cites no retrieved document"]
+    unknown = check_citations("x [ghost]", ["ghost"], exists=lambda d: d != "ghost")
+    assert unknown == ["cited ghost is not a document of this tree"]
+
+
+def test_turn_budget():
+    budget = TurnBudget(2)
+    assert budget.take() and budget.left == 1 and "answer now" in budget.reminder()
+    assert budget.take() and not budget.take() and budget.used == 2
+    with pytest.raises(ValueError):
+        TurnBudget(0)
+
+
+def test_unknown_provider_and_empty_question(tree):
+    with pytest.raises(UnknownProviderError, match="offline"):
+        answer("refund?", tree, provider="nope")
+    with pytest.raises(ValueError):
+        answer("  ", tree)
+
+
+def test_answer_on_a_small_tree(tree):
+    result = answer("How many days do I have to request a refund?", tree)
+    assert isinstance(result, AnswerResult)
+    assert "refund-policy" in result.citations and not result.flags
+    assert set(result.citations) <= set(result.fetched)
+    assert result.path.startswith("skills → billing → refunds → ")
+    data = json.loads(result.to_json())
+    for key in ("answer", "citations", "fetched", "trace", "turns", "usage", "path"):
+        assert key in data
+    assert data["trace"][0]["tool"] == "code_execution"
+    assert result.turns <= 10 and result.usage["nav_bytes"] > 0
+
+
+def test_answer_uses_the_entity_index(tree):
+    result = answer("What are the Shipping times for express delivery?", tree)
+    assert "entity 'Shipping': 1 place(s)" in result.notes
+    assert result.citations[0] == "shipping-times" and not result.flags
+
+
+def test_concurrent_answers_match_sequential_ones(tree):
+    questions = ["refund window?", "express shipping time", "refund processing details", "shipping"]
+    expected = [answer(q, tree).answer for q in questions]
+    got: dict[int, str] = {}
+
+    def run(i: int) -> None:
+        got[i] = answer(questions[i], tree).answer
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(questions))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [got[i] for i in range(len(questions))] == expected
+
+
+def test_turn_budget_is_respected(tree):
+    result = answer("refund policy", tree, max_turns=1)
+    assert result.turns == 1 and result.fetched == [] and result.flags  # no room to read anything
+    result = answer("refund policy", tree, max_turns=3)
+    assert result.turns <= 3
+
+
+# -- CLI -----------------------------------------------------------------------------------------
+
+
+def test_cli_ask_shell_and_errors(tree, tmp_path):
+    runner = CliRunner()
+    res = runner.invoke(app, ["ask", "--tree", str(tree), "How long do refunds take?"])
+    assert res.exit_code == 0, res.output
+    assert "[refund-policy]" in res.output and "Refund policy" in res.output and "path: skills →" in res.output
+    res = runner.invoke(app, ["ask", "--tree", str(tree), "--json", "--max-turns", "5", "refund"])
+    assert res.exit_code == 0 and json.loads(res.output)["turns"] <= 5
+    res = runner.invoke(app, ["shell", "--tree", str(tree), "grep -ril refund skills | head -1"])
+    assert res.exit_code == 0 and res.output.strip() == "skills/billing/SKILL.md"
+    assert "outside the tree" in runner.invoke(app, ["shell", "--tree", str(tree), "cat /etc/passwd"]).output
+    for args, message in (
+        (["ask", "--tree", str(tmp_path / "none"), "q"], "tree not found"),
+        (["ask", "--tree", str(tmp_path), "q"], "not a c2s tree"),
+        (["ask", "--tree", str(tree), "--provider", "nope", "q"], "unknown provider"),
+        (["shell", "--tree", str(tmp_path), "ls"], "not a c2s tree"),
+    ):
+        res = runner.invoke(app, args)
+        assert res.exit_code == 2 and message in res.output, res.output
+
+
+def test_register_adds_commands_to_another_app(tree):
+    other = typer.Typer()
+
+    @other.command("compile")
+    def _compile() -> None:
+        """stand-in for c2s compile"""
+
+    register(other)
+    res = CliRunner().invoke(other, ["shell", "--tree", str(tree), "ls skills"])
+    assert res.exit_code == 0 and res.output.split() == ["billing/", "shipping/"]
+
+
+# -- the offline navigator on compiled trees -------------------------------------------------------
+
+
+class RecordingTools(TreeTools):
+    """TreeTools that also keep what each call returned, to check what the navigator saw."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.seen: list[str] = []
+
+    def code_execution(self, command: str) -> str:
+        out = super().code_execution(command)
+        self.seen.append(out)
+        return out
+
+
+def measure(compiled, questions: list[dict]) -> dict:
+    """Run the navigator on every question beside flat dense retrieval (same encoder, exact
+    cosine over every document's card + text, the compiler's embedding text)."""
+    from c2s_agent.offline import embedding_text, navigate
+    from c2s_agent.scoring import embedder
+
+    root = compiled.out
+    cards = {}
+    for path in glob.glob(str(root / "skills" / "**" / "*.md"), recursive=True):
+        for card in parse_nav_file(Path(path).read_text(), "x").cards:
+            cards[card.doc_id] = card
+    tools = TreeTools(root)
+    ids = tools.tree.store.ids()
+    texts = {d: tools.tree.store.get(d).text for d in ids}
+    embed = embedder()
+    vectors = embed([embedding_text(cards[d], texts[d]) for d in ids])
+    flat, nav, calls, runs = [], [], [], []
+    start = time.perf_counter()
+    for q in questions:
+        gold = set(q["gold_ids"])
+        scores = vectors @ embed([q["question"]])[0]
+        flat.append(len(gold & {ids[i] for i in np.argsort(-scores)[:5]}) / len(gold))
+        tools = RecordingTools(root, **navigate.tool_options)
+        result = answer(q["question"], tools)
+        nav.append(len(gold & set(result.fetched[:5])) / len(gold))
+        read = [c.input["doc_id"] for c in result.trace if c.tool == "get_document" and not c.error]
+        calls.append(len(gold & set(list(dict.fromkeys(read))[:5])) / len(gold))
+        runs.append((q, result, tools))
+    return {"flat": float(np.mean(flat)), "nav": float(np.mean(nav)), "calls": float(np.mean(calls)),
+            "runs": runs, "ids": ids,
+            "seconds": time.perf_counter() - start, "corpus_bytes": sum(len(t.encode()) for t in texts.values()),
+            "nav_total": compiled.manifest["stats"]["nav_bytes"]["total"]}
+
+
+@pytest.fixture(scope="module")
+def wixqa(wixqa_tree, wixqa_questions) -> dict:
+    return measure(wixqa_tree, wixqa_questions)
+
+
+@pytest.fixture(scope="module")
+def sample(sample_tree) -> dict:
+    if not SAMPLE_QUESTIONS.exists():
+        pytest.skip(f"no sample questions at {SAMPLE_QUESTIONS}")
+    questions = [json.loads(line) for line in SAMPLE_QUESTIONS.read_text().splitlines() if line.strip()]
+    return measure(sample_tree, questions)
+
+
+def report(name: str, m: dict) -> str:
+    runs = m["runs"]
+    nav_bytes = np.mean([r.usage["nav_bytes"] for _, r, _ in runs])
+    return (f"{name}: recall@5 navigator {m['nav']:.3f} (first 5 in call order {m['calls']:.3f}) vs "
+            f"flat dense {m['flat']:.3f} ({m['nav'] / m['flat']:.2f}x); nav bytes/query {nav_bytes:,.0f} of {m['nav_total']:,}; "
+            f"{len(runs)} questions in {m['seconds']:.1f} s")
+
+
+@pytest.mark.parametrize("corpus", ["wixqa", "sample"])
+def test_navigator_answers_every_question_with_valid_citations(corpus, request):
+    m = request.getfixturevalue(corpus)
+    ids = set(m["ids"])
+    for q, result, _ in m["runs"]:
+        assert result.answer.strip(), q["id"]
+        assert result.citations, (q["id"], result.answer)
+        assert not result.flags, (q["id"], result.flags)
+        assert set(result.citations) <= set(result.fetched) <= ids
+        assert result.path.startswith("skills → ") and result.turns <= 10
+
+
+@pytest.mark.parametrize("corpus", ["wixqa", "sample"])
+def test_navigator_recall_at_5_is_near_flat_dense(corpus, request):
+    m = request.getfixturevalue(corpus)
+    print(report(corpus, m))
+    # Measured (offline compile, MiniLM): WixQA 0.890 vs 0.912 flat (0.98x), sample 0.912 vs
+    # 0.863 (1.06x); the first five get_document calls (card order, before the text re-rank):
+    # 0.873 and 0.838. The method's target is 0.9x flat dense; WixQA also keeps an absolute floor.
+    assert m["nav"] >= 0.9 * m["flat"], report(corpus, m)
+    assert m["calls"] >= 0.9 * m["flat"], report(corpus, m)
+    if corpus == "wixqa":
+        assert m["nav"] >= 0.85, report(corpus, m)
+
+
+@pytest.mark.parametrize("corpus", ["wixqa", "sample"])
+def test_navigator_reads_a_fraction_of_the_corpus(corpus, request):
+    m = request.getfixturevalue(corpus)
+    runs, n = m["runs"], len(m["ids"])
+    nav_bytes = np.mean([r.usage["nav_bytes"] for _, r, _ in runs])
+    doc_bytes = np.mean([r.usage["document_bytes"] for _, r, _ in runs])
+    # Tiny trees (2 skills, ~18 leaves) still take ~45% of their nav bytes with a beam of 5;
+    # documents read stay near 6% of the corpus.
+    assert nav_bytes < 0.6 * m["nav_total"], report(corpus, m)
+    assert max(r.usage["documents_fetched"] for _, r, _ in runs) <= max(10, n // 10)
+    assert (nav_bytes + doc_bytes) < 0.25 * (m["nav_total"] + m["corpus_bytes"])
+
+
+def test_navigator_acts_only_through_the_tools_and_navigates(wixqa):
+    """Every document it reads was listed on a nav file it read first: no flat index."""
+    for q, result, tools in wixqa["runs"]:
+        assert {c.tool for c in result.trace} == {"code_execution", "get_document"}
+        commands = [c.input["command"] for c in result.trace if c.tool == "code_execution"]
+        assert all(c.split()[0] in {"cat", "grep", "find", "head"} for c in commands)
+        assert any(c.startswith("cat skills/") for c in commands)
+        seen = "\n".join(tools.seen)
+        for doc_id in result.fetched:
+            assert f"`{doc_id}`" in seen, (q["id"], doc_id)
+        assert len(result.visited) == sum(c.startswith("cat skills/") for c in commands)
