@@ -17,6 +17,7 @@ $(VENV)/.installed: pyproject.toml
 
 demo: install
 	DAGSTER_HOME=$(HOME_DIR) $(VENV)/bin/c2s compile c2s_pipeline/sample_corpus --corpus sample --out out/sample
+	$(VENV)/bin/c2s ask --tree out/sample "$(SAMPLE_QUESTION)"
 
 test: install
 	$(VENV)/bin/pytest -q

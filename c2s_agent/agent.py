@@ -123,6 +123,7 @@ class Reply:
     visited: list[str] = field(default_factory=list)  # nav files read
     notes: list[str] = field(default_factory=list)
     usage: dict = field(default_factory=dict)  # provider extras, e.g. LLM tokens
+    flags: list[str] = field(default_factory=list)  # provider problems (refusal, truncation)
 
 
 @dataclass
@@ -161,7 +162,11 @@ class UnknownProviderError(ValueError):
     pass
 
 
-_PROVIDERS: dict[str, Callable[..., Reply] | str] = {"offline": "c2s_agent.offline:navigate"}
+_PROVIDERS: dict[str, Callable[..., Reply] | str] = {
+    "offline": "c2s_agent.offline:navigate",
+    "anthropic": "c2s_agent.providers:anthropic",  # LLM tool-use loops (c2s_agent.providers)
+    "openai": "c2s_agent.providers:openai",
+}
 
 
 def register_provider(name: str, provider: Callable[..., Reply] | str) -> None:
@@ -198,7 +203,7 @@ def answer(question: str, tree: Tree | TreeTools | str | os.PathLike[str], provi
     reply = run(question, tools, budget=budget, system=system_prompt(tools.tree), **opts)
     read = tools.fetched
     fetched = list(dict.fromkeys([d for d in reply.fetched if d in set(read)] + read))
-    flags = check_citations(reply.answer, read, exists=lambda d: d in tools.tree.store)
+    flags = list(reply.flags) + check_citations(reply.answer, read, exists=lambda d: d in tools.tree.store)
     usage = {**tools.usage(), "nav_files_read": len(reply.visited), **reply.usage,
              "seconds": round(time.perf_counter() - start, 3)}
     return AnswerResult(question, reply.answer, citations_in(reply.answer), fetched, tools.trace,

@@ -34,19 +34,28 @@ def _tools(tree: Path):
 def ask(
     question: str = typer.Argument(..., help="the question, in quotes"),
     tree: Path = typer.Option(..., "--tree", help=TREE_HELP),
-    provider: str = typer.Option("offline", "--provider", help="who navigates: offline (no LLM)"),
+    provider: str = typer.Option("offline", "--provider",
+                                 help="who navigates: offline (no LLM), anthropic or openai (OpenAI-compatible)"),
+    model: str = typer.Option(None, "--model", help="LLM model (default: claude-sonnet-4-6 / gpt-4.1, or $C2S_AGENT_MODEL)"),
+    base_url: str = typer.Option(None, "--base-url",
+                                 help="LLM endpoint, e.g. a local vLLM/Ollama server (default: $ANTHROPIC_BASE_URL / $OPENAI_BASE_URL)"),
     max_turns: int = typer.Option(10, "--max-turns", min=1, help="rounds of tool calls allowed"),
     as_json: bool = typer.Option(False, "--json", help="print the full result (answer, citations, trace) as JSON"),
 ) -> None:
     """Answer QUESTION by navigating the tree; prints the answer, its sources and the path taken."""
+    from c2s_pipeline.llm.clients import LLMError
+
     from .agent import UnknownProviderError, answer
 
     tools = _tools(tree)
     if not question.strip():
         _fail("the question is empty")
+    opts = {k: v for k, v in (("model", model), ("base_url", base_url)) if v}
+    if opts and provider == "offline":
+        _fail("--model and --base-url are for an LLM provider (--provider anthropic or openai)")
     try:
-        result = answer(question, tools, provider=provider, max_turns=max_turns)
-    except UnknownProviderError as e:
+        result = answer(question, tools, provider=provider, max_turns=max_turns, **opts)
+    except (UnknownProviderError, LLMError) as e:
         _fail(str(e))
     if as_json:
         typer.echo(result.to_json())
@@ -64,6 +73,10 @@ def ask(
     out.print(f"[dim]path: {escape(result.path)}[/]")
     out.print(f"[dim]{result.turns} turns · {u['tool_calls']} tool calls · {u['nav_files_read']} nav files "
               f"({u['nav_bytes']:,} B) · {u['documents_fetched']} documents read · {u['seconds']:.1f} s[/]")
+    if "llm_calls" in u:
+        out.print(f"[dim]{escape(str(u['model']))}: {u['llm_calls']} calls · {u['input_tokens']:,} in · "
+                  f"{u['output_tokens']:,} out · cache {u['cache_read_tokens']:,} read / "
+                  f"{u['cache_write_tokens']:,} written · ${u['cost_usd']:.4f}[/]")
 
 
 def shell(

@@ -180,6 +180,21 @@ def print_summary(manifest: dict, out: Path) -> None:
             console.print(f"  … and {len(manifest['rejected']) - 20} more (see {out / 'manifest.json'})")
 
 
+def _register_serving_commands() -> None:
+    """`c2s ask`, `c2s shell` and `c2s eval` live with the agent; the CLI is one app."""
+    from c2s_agent.cli import register as register_agent
+
+    register_agent(app)
+    try:
+        from c2s_agent.evaluation.cli import register as register_eval
+    except ImportError:  # the evaluation harness is optional at import time
+        return
+    register_eval(app)
+
+
+_register_serving_commands()
+
+
 def main() -> None:
     app()
 

@@ -191,7 +191,7 @@ def skill_tree(context: AssetExecutionContext, workspace: WorkspaceResource, llm
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
         index = _entity_index(forest, art)
-        (staged / ENTITY_INDEX_FILE).write_text(json.dumps(index, indent=1, ensure_ascii=False), encoding="utf-8")
+        (staged / ENTITY_INDEX_FILE).write_text(entity_index_json(index), encoding="utf-8")
         docs = art.read_table("documents.parquet")
         write_document_store(staged / DOCUMENT_STORE_FILE, (
             StoredDocument(d, cards[d].title, text, h, src)
@@ -232,6 +232,13 @@ def skill_tree(context: AssetExecutionContext, workspace: WorkspaceResource, llm
                                         metadata=o.metadata, severity=AssetCheckSeverity.WARN if not o.blocking
                                         else AssetCheckSeverity.ERROR) for o in outcomes],
     )
+
+
+def entity_index_json(index: dict[str, list[dict]]) -> str:
+    """One entity per line, so `grep NAME entity_index.json` shows where it lives."""
+    lines = [f"{json.dumps(name, ensure_ascii=False)}: {json.dumps(entries, ensure_ascii=False)}"
+             for name, entries in index.items()]
+    return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
 def manifest_digest(out: Path) -> str:

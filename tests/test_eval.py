@@ -1,0 +1,205 @@
+"""The evaluation harness: hand-checked metrics, the paired bootstrap, QA file errors, and an
+end-to-end offline run of all four methods on the WixQA sample."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from c2s_agent.evaluation.metrics import (QAError, clean_answer, context_scores, load_qa, mrr_at,
+                                          normalize, paired_bootstrap, recall_at, token_f1)
+from c2s_agent.evaluation.runner import MethodError, parse_methods
+
+from .conftest import WIXQA
+
+
+# -- Token F1 --------------------------------------------------------------------------------
+
+
+def test_squad_normalisation():
+    assert normalize("The  Cat, sat on a MAT!") == "cat sat on mat"
+    assert normalize("An apple's core.") == "apples core"
+
+
+def test_token_f1_hand_checked():
+    assert token_f1("the cat sat", "A cat sat.") == 1.0
+    # pred {cat, sat, down} vs gold {cat, sat, on, mat}: 2 common; P=2/3, R=2/4 -> F1=4/7
+    assert token_f1("cat sat down", "the cat sat on the mat") == pytest.approx(4 / 7)
+    assert token_f1("dog", "cat") == 0.0
+    # repeated tokens count by multiplicity: pred [a? no] "cat cat" vs "cat": P=1/2, R=1 -> 2/3
+    assert token_f1("cat cat", "cat") == pytest.approx(2 / 3)
+    assert token_f1("", "") == 1.0 and token_f1("", "cat") == 0.0
+
+
+def test_token_f1_ignores_citations_and_link_targets():
+    doc = "49d9e88fadbf11fa4e685c847590078ff9394c2fe7566094f504f53ca4aca465"
+    assert clean_answer(f"Use Wix Payments [{doc}].").split() == ["Use", "Wix", "Payments", "."]
+    gold = "Use [Wix Payments](https://support.wix.com/en/article/about-wix-payments)."
+    assert token_f1(f"Use Wix Payments. [{doc}]", gold) == 1.0
+
+
+# -- retrieval metrics -------------------------------------------------------------------------
+
+
+def test_recall_and_mrr_hand_checked():
+    ranked = ["d1", "g1", "d2", "d3", "d4", "g2", "d5"]
+    assert recall_at(ranked, ["g1"], 1) == 0.0
+    assert recall_at(ranked, ["g1"], 2) == 1.0
+    assert recall_at(ranked, ["g1", "g2"], 5) == 0.5
+    assert recall_at(ranked, ["g1", "g2"], 10) == 1.0
+    assert mrr_at(ranked, ["g1", "g2"], 10) == 0.5
+    assert mrr_at(ranked, ["g2"], 10) == pytest.approx(1 / 6)
+    assert mrr_at(ranked, ["g2"], 5) == 0.0
+    assert mrr_at([], ["g1"]) == 0.0
+    assert context_scores(["g1", "d1", "d2", "d3"], ["g1", "g2"]) == (0.5, 0.25)
+    assert context_scores([], ["g1"]) == (0.0, 0.0)
+
+
+# -- paired bootstrap -------------------------------------------------------------------------
+
+
+def test_bootstrap_identical_scores_tie_with_p_one():
+    scores = list(np.random.default_rng(1).random(40))
+    b = paired_bootstrap(scores, scores)
+    assert b.verdict == "tie" and b.p_value == pytest.approx(1.0) and b.diff == 0.0
+    assert b.resamples == 10_000
+
+
+def test_bootstrap_clear_shift_wins_and_loses():
+    rng = np.random.default_rng(2)
+    base = rng.random(50) * 0.5
+    better = base + 0.2 + rng.normal(0, 0.02, 50)
+    win = paired_bootstrap(better, base)
+    assert win.verdict == "win" and win.p_value < 0.001 and win.ci_low > 0.15
+    loss = paired_bootstrap(base, better)
+    assert loss.verdict == "loss" and loss.p_value < 0.001 and loss.ci_high < -0.15
+
+
+def test_bootstrap_noise_is_a_tie_and_seeded():
+    rng = np.random.default_rng(3)
+    a, b = rng.random(30), rng.random(30)
+    first, second = paired_bootstrap(a, b), paired_bootstrap(a, b)
+    assert first.p_value == second.p_value  # seeded: reproducible
+    assert first.verdict == "tie" and first.p_value > 0.05
+    with pytest.raises(ValueError):
+        paired_bootstrap([1.0], [1.0, 2.0])
+
+
+# -- inputs ---------------------------------------------------------------------------------
+
+
+def test_qa_file_errors_name_file_line_and_reason(tmp_path):
+    path = tmp_path / "qa.jsonl"
+    path.write_text('{"id": "a", "question": "ok?"}\n\n{"id": "b", "question": \n')
+    with pytest.raises(QAError, match=r"qa\.jsonl:3: not valid JSON"):
+        load_qa(path)
+    path.write_text('{"id": "a", "question": "ok?"}\n{"id": "b"}\n')
+    with pytest.raises(QAError, match=r"qa\.jsonl:2: \"question\" is missing"):
+        load_qa(path)
+    path.write_text('{"id": "a", "question": "ok?", "gold_ids": "x"}\n{"id": "a", "question": "again?"}\n')
+    with pytest.raises(QAError, match=r"qa\.jsonl:2: duplicate id 'a' \(first on line 1\)"):
+        load_qa(path)
+    path.write_text('{"id": "a", "question": "q", "gold_ids": [1]}\n')
+    with pytest.raises(QAError, match=r":1: \"gold_ids\" must be a list"):
+        load_qa(path)
+    path.write_text('[1, 2]\n')
+    with pytest.raises(QAError, match=r":1: expected a JSON object"):
+        load_qa(path)
+    with pytest.raises(QAError, match="not found"):
+        load_qa(tmp_path / "missing.jsonl")
+    path.write_text('{"id": "a", "question": "q1", "gold_ids": "x"}\n{"question": "q2"}\n{"id": 3, "question": "q3"}\n')
+    items = load_qa(path, limit=2)
+    assert [(i.id, i.gold_ids, i.line) for i in items] == [("a", ("x",), 1), ("line-2", None, 2)]
+
+
+def test_methods_parsing():
+    assert parse_methods("navigator, BM25,bm25") == ["navigator", "bm25"]
+    with pytest.raises(MethodError, match="not implemented yet"):
+        parse_methods("navigator,raptor")
+    with pytest.raises(MethodError, match="unknown method 'colbert'"):
+        parse_methods("colbert")
+
+
+def _app():
+    import typer
+
+    from c2s_agent.evaluation.cli import register
+
+    app = typer.Typer()
+
+    @app.callback()
+    def _root() -> None:
+        pass
+
+    register(app)
+    return app
+
+
+def test_cli_errors_are_clear(tmp_path):
+    qa = tmp_path / "qa.jsonl"
+    qa.write_text('{"id": "a", "question": "q"}\n')
+    runner = CliRunner()
+    missing = runner.invoke(_app(), ["eval", "--tree", str(tmp_path / "nope"), "--qa", str(qa)])
+    assert missing.exit_code == 2 and "tree not found" in missing.output
+    raptor = runner.invoke(_app(), ["eval", "--tree", str(tmp_path), "--qa", str(qa), "--methods", "raptor"])
+    assert raptor.exit_code == 2 and "not implemented yet" in raptor.output
+
+
+# -- end to end -------------------------------------------------------------------------------
+
+
+def test_eval_end_to_end_offline_on_wixqa(wixqa_tree, tmp_path):
+    out = tmp_path / "results"
+    args = ["eval", "--tree", str(wixqa_tree.out), "--qa", str(WIXQA / "qa_dev.jsonl"),
+            "--methods", "navigator,bm25,dense,hybrid", "--provider", "offline", "--limit", "15",
+            "--out", str(out)]
+    result = CliRunner().invoke(_app(), args)
+    assert result.exit_code == 0, result.output
+    for name in ("results.json", "results.md", "per-query.jsonl"):
+        assert (out / name).is_file(), name
+    try:
+        import matplotlib  # noqa: F401
+        assert (out / "chart.png").is_file()
+    except ImportError:
+        assert "matplotlib is not installed" in result.output
+
+    data = json.loads((out / "results.json").read_text())
+    assert set(data["methods"]) == {"navigator", "bm25", "dense", "hybrid"}
+    for name, m in data["methods"].items():
+        assert m["n"] == 15 and m["errors"] == 0, name
+        for key in ("recall@1", "recall@5", "recall@10", "mrr@10", "context_recall", "context_precision", "token_f1"):
+            assert 0.0 <= m[key] <= 1.0, (name, key)
+        assert m["recall@1"] <= m["recall@5"] <= m["recall@10"], name
+        assert m["recall@1"] <= m["mrr@10"], name  # a gold document first scores MRR 1
+        assert m["recall@5"] >= 0.4, name  # every method finds most gold documents on this sample
+        assert 0.1 <= m["token_f1"] <= 0.9, name
+    nav = data["methods"]["navigator"]
+    assert nav["turns"] >= 2 and nav["tool_calls"] > 0 and nav["nav_bytes"] > 0
+    assert data["methods"]["bm25"]["tool_calls"] == 0
+    assert set(data["bootstrap"]) == {"token_f1", "recall@5"}
+    for b in data["bootstrap"].values():
+        assert b["verdict"] in {"win", "tie", "loss"} and 0 < b["p_value"] <= 1
+        assert b["baseline"] in {"bm25", "dense", "hybrid"} and b["n"] == 15
+        assert b["ci_low"] <= b["diff"] <= b["ci_high"]
+
+    rows = [json.loads(line) for line in (out / "per-query.jsonl").read_text().splitlines()]
+    assert len(rows) == 60
+    for row in rows:
+        assert row["answer"] and row["citations"], row["id"]
+        assert set(row["citations"]) <= set(row["context"]) | set(row["ranked"]), row
+        assert len(row["context"]) <= 5
+    md = (out / "results.md").read_text()
+    assert "| navigator |" in md and "| hybrid |" in md and "Verdict" in md
+    assert (out / "cache" / "dense-embeddings.npz").is_file()  # document vectors cached on disk
+
+    # A second run reuses the cached document vectors and gives the same numbers.
+    assert data["setup"]["dense_documents_from_cache"] == 0
+    rerun = CliRunner().invoke(_app(), args[:6] + ["--methods", "dense", "--limit", "15", "--out", str(out)])
+    assert rerun.exit_code == 0, rerun.output
+    second = json.loads((out / "results.json").read_text())
+    assert second["setup"]["dense_documents_from_cache"] == second["setup"]["documents"] > 0
+    assert second["methods"]["dense"]["recall@5"] == data["methods"]["dense"]["recall@5"]
