@@ -8,8 +8,9 @@ The pieces every provider shares live here: the preloaded context (each skill's 
 description), the system prompt rules of the method, a turn budget, the citation check and the
 :class:`AnswerResult`. A provider is a function ``(question, tools, *, budget, system, **opts)
 -> Reply`` that acts on the tree only through :class:`~c2s_agent.tools.TreeTools`; ``offline``
-(the deterministic navigator in :mod:`c2s_agent.offline`) is built in, and LLM providers plug in
-with :func:`register_provider`.
+(the deterministic navigator in :mod:`c2s_agent.offline`), ``anthropic`` and ``openai`` (LLM
+tool-use loops in :mod:`c2s_agent.providers`) are built in; others plug in with
+:func:`register_provider`.
 """
 
 from __future__ import annotations

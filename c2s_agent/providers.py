@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import posixpath
 import shlex
+import time
 from typing import Any
 
 from c2s_pipeline.llm.clients import (
@@ -130,12 +131,12 @@ class Session:
         if call.error:  # the arguments were not a JSON object: nothing to run
             output = (f"error: the arguments of {call.name} were not a JSON object ({call.error}); call it "
                       "again with a JSON object, e.g. {\"command\": \"ls skills\"} or {\"doc_id\": \"...\"}")
-            self.tools._record(call.name, dict(call.arguments), output, 0.0, error=True)  # noqa: SLF001
+            self.tools._record(call.name, dict(call.arguments), output, time.perf_counter(), error=True)  # noqa: SLF001
             return output, True
         missing = [k for k in _required(call.name) if k not in call.arguments]
         if missing:
             output = f"error: {call.name} needs {', '.join(repr(k) for k in missing)}"
-            self.tools._record(call.name, dict(call.arguments), output, 0.0, error=True)  # noqa: SLF001
+            self.tools._record(call.name, dict(call.arguments), output, time.perf_counter(), error=True)  # noqa: SLF001
             return output, True
         try:
             before = len(self.tools.trace)

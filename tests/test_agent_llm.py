@@ -147,6 +147,7 @@ def test_malformed_tool_calls_get_error_results(server, tree, nav):
         bad = server.requests[2].tool_results
         assert bad[0]["id"] == "e" and "not valid JSON" in bad[0]["content"]
     assert [c.error for c in result.trace][:3] == [True, True, True]
+    assert all(c.seconds < 5 for c in result.trace)
     # cited but never fetched (get_document failed): flagged
     assert any("never retrieved" in f for f in result.flags)
 
@@ -214,5 +215,10 @@ def test_cli_ask_with_llm_provider(monkeypatch, openai_server, tree, nav):  # no
     data = json.loads(run.output)
     assert data["citations"] == [nav["doc_id"]] and data["flags"] == [] and data["usage"]["model"] == "my-model"
     assert openai_server.requests[0].body["model"] == "my-model"
+    openai_server.enqueue(tool_use(("get_document", {"doc_id": nav["doc_id"]})), text(f"Yes [{nav['doc_id']}]."))
+    run = CliRunner().invoke(app, ["ask", "q?", "--tree", str(tree), "--provider", "openai", "--model", "my-model",
+                                   "--base-url", openai_server.base_url])
+    assert run.exit_code == 0, run.output
+    assert "Sources" in run.output and nav["doc_id"] in run.output and "my-model: 2 calls" in run.output
     run = CliRunner().invoke(app, ["ask", "q?", "--tree", str(tree), "--model", "m"])
     assert run.exit_code == 2 and "LLM provider" in run.output

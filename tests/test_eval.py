@@ -198,7 +198,7 @@ def test_eval_end_to_end_offline_on_wixqa(wixqa_tree, tmp_path):
 
     # A second run reuses the cached document vectors and gives the same numbers.
     assert data["setup"]["dense_documents_from_cache"] == 0
-    rerun = CliRunner().invoke(_app(), args[:6] + ["--methods", "dense", "--limit", "15", "--out", str(out)])
+    rerun = CliRunner().invoke(_app(), args[:5] + ["--methods", "dense", "--limit", "15", "--out", str(out)])
     assert rerun.exit_code == 0, rerun.output
     second = json.loads((out / "results.json").read_text())
     assert second["setup"]["dense_documents_from_cache"] == second["setup"]["documents"] > 0
