@@ -244,16 +244,21 @@ class ChatClient:
     def _parse(self, response: Any, model: str) -> ChatResult:
         raise NotImplementedError
 
-    def _sdk_errors(self) -> tuple[type, type]:
-        """(APIStatusError, APIConnectionError) of the SDK."""
+    def _sdk_module(self) -> Any:
+        """The SDK package; both official SDKs name their error classes alike."""
         raise NotImplementedError
 
+    def _sdk_errors(self) -> tuple[type, type]:
+        """(APIStatusError, APIConnectionError) of the SDK."""
+        sdk = self._sdk_module()
+        return sdk.APIStatusError, sdk.APIConnectionError
+
     def _timeout_error(self) -> type:
-        raise NotImplementedError
+        return self._sdk_module().APITimeoutError
 
     def _sdk_base_error(self) -> type:
         """The SDK's base API error (e.g. a response that fails the SDK's own validation)."""
-        raise NotImplementedError
+        return self._sdk_module().APIError
 
     # SDK clients: one sync client, one async client per event loop (an async connection pool
     # belongs to the loop that opened it).
@@ -428,20 +433,10 @@ class AnthropicClient(ChatClient):
     def _create(self, sdk: Any, kwargs: dict[str, Any]) -> Any:
         return sdk.messages.create(**kwargs)
 
-    def _sdk_errors(self) -> tuple[type, type]:
+    def _sdk_module(self) -> Any:
         import anthropic
 
-        return anthropic.APIStatusError, anthropic.APIConnectionError
-
-    def _timeout_error(self) -> type:
-        import anthropic
-
-        return anthropic.APITimeoutError
-
-    def _sdk_base_error(self) -> type:
-        import anthropic
-
-        return anthropic.APIError
+        return anthropic
 
     def _request(self, messages, *, system, tools, tool_choice, max_tokens, temperature, stop, model, json_mode,
                  cache, cache_conversation) -> dict[str, Any]:
@@ -575,20 +570,10 @@ class OpenAIClient(ChatClient):
     def _create(self, sdk: Any, kwargs: dict[str, Any]) -> Any:
         return sdk.chat.completions.create(**kwargs)
 
-    def _sdk_errors(self) -> tuple[type, type]:
+    def _sdk_module(self) -> Any:
         import openai
 
-        return openai.APIStatusError, openai.APIConnectionError
-
-    def _timeout_error(self) -> type:
-        import openai
-
-        return openai.APITimeoutError
-
-    def _sdk_base_error(self) -> type:
-        import openai
-
-        return openai.APIError
+        return openai
 
     def _request(self, messages, *, system, tools, tool_choice, max_tokens, temperature, stop, model, json_mode,
                  cache, cache_conversation) -> dict[str, Any]:
