@@ -102,6 +102,17 @@ def proximity_batches(vectors: np.ndarray, groups: list[list[int]], batch_size: 
     return [sorted(order[i : i + size]) for i in range(0, len(order), size)]
 
 
+def new_node_id(taken: set[str]) -> str:
+    """The next unused id of a level (``L<level>-<nnnn>``, the level read from ``taken``); it is
+    added to ``taken`` so ids of clusters merged away are never handed out again."""
+    prefix = min(taken).split("-")[0]
+    number = len(taken)
+    while f"{prefix}-{number:04d}" in taken:
+        number += 1
+    taken.add(f"{prefix}-{number:04d}")
+    return f"{prefix}-{number:04d}"
+
+
 def split_in_two(vectors: np.ndarray, members: list[int]) -> tuple[list[int], list[int]]:
     """Re-split a mixed cluster: 2-means over its members, larger part first."""
     labels = KMeans(n_clusters=2, n_init=3, random_state=SEED).fit_predict(normalise(vectors[members]))

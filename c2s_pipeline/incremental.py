@@ -134,15 +134,10 @@ def update_level(previous: list[tuple[str, list[str]]], item_ids: list[str], vec
     order = list(alive)
     split: list[str] = []
     if split_above is not None:
-        prefix = previous[0][0].split("-")[0]
         taken = {node for node, _ in previous}
-        next_id = len(taken)
         for node in list(order):
             if len(members[node]) > max(split_above, len(before[node])):
-                while f"{prefix}-{next_id:04d}" in taken:
-                    next_id += 1
-                new = f"{prefix}-{next_id:04d}"
-                taken.add(new)
+                new = hierarchy.new_node_id(taken)
                 ids = {index[m]: m for m in members[node]}
                 keep, move = hierarchy.split_in_two(vectors, list(ids))
                 members[node], members[new] = [ids[i] for i in keep], [ids[i] for i in move]

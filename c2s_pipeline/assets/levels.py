@@ -385,15 +385,7 @@ def apply_verdicts(groups: list[tuple[str, list[str]]], verdicts: list[Repartiti
     members = {node_id: list(m) for node_id, m in groups}
     order = [node_id for node_id, _ in groups]
     outcome = RepartitionOutcome([])
-    next_id = len(order)
-    level_prefix = order[0].split("-")[0]
-
-    def fresh_id() -> str:
-        nonlocal next_id
-        while f"{level_prefix}-{next_id:04d}" in members:
-            next_id += 1
-        return f"{level_prefix}-{next_id:04d}"
-
+    taken = set(order)
     where = {m: node_id for node_id, ms in members.items() for m in ms}
     for verdict in verdicts:
         touched_now: set[str] = set()
@@ -418,7 +410,7 @@ def apply_verdicts(groups: list[tuple[str, list[str]]], verdicts: list[Repartiti
             if max_clusters is not None and len(members) + 1 > max_clusters:
                 continue  # a split would push the top level to k clusters or more
             keep, split = hierarchy.split_in_two(vectors, [item_index[m] for m in members[node_id]])
-            new_id = fresh_id()
+            new_id = hierarchy.new_node_id(taken)
             ids = {item_index[m]: m for m in members[node_id]}
             members[node_id] = [ids[i] for i in keep]
             members[new_id] = [ids[i] for i in split]

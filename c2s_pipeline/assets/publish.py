@@ -4,6 +4,7 @@ atomically published tree with its manifest and document store."""
 import json
 import math
 import re
+import shutil
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -212,8 +213,6 @@ def skill_tree(context: AssetExecutionContext, workspace: WorkspaceResource, llm
             art.level_status(1)["cohesion"])
     except BaseException:
         if staged.exists():
-            import shutil
-
             shutil.rmtree(staged, ignore_errors=True)
         raise
     published = {}
