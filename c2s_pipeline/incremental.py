@@ -1,15 +1,18 @@
 """Incremental recompilation: keep the published hierarchy and apply the corpus's change to it.
 
 Added documents go to the nearest leaf centroid (a leaf that grows past 2p splits locally),
-deleted ones leave, edited ones are re-carded, re-embedded and re-placed. Only clusters whose
-membership or members changed, and their ancestors, are re-summarised; every surviving cluster
-keeps its name, so paths into the tree stay valid. A drift guard falls back to a full rebuild
+deleted ones leave, edited ones are re-carded, re-embedded and re-placed. Every nav file lists
+its current members at once; a cluster's summary, label and entities are rewritten when a
+material share of its members (:data:`RESUMMARY_SHARE`) changed since they were written, and a
+rewritten summary counts as a change for its parent. Every surviving cluster keeps its name, so
+paths into the tree stay valid. A drift guard falls back to a full rebuild
 when the accumulated change, or the loss of cluster cohesion, says the old shape no longer fits.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,6 +25,10 @@ PUBLISHED = "published"
 DRIFT_SHARE = 0.2  # share of documents changed since the last full build that forces a rebuild
 COHESION_DROP = 0.05  # mean level-1 cohesion this far below the full build's forces a rebuild
 FULL_TAG = "c2s/full"
+# A kept cluster's summary (label, description, entities) is rewritten once this share of its
+# members changed since it was written: one new page in a ten-page leaf is listed in the leaf's
+# INDEX.md at once but does not change what the leaf is about; accumulated change does.
+RESUMMARY_SHARE = 0.25
 
 
 @dataclass
@@ -97,6 +104,19 @@ def previous_nodes(art: CorpusArtifacts, level: int) -> dict[str, dict]:
     return {row["node_id"]: row for row in frame.iter_rows(named=True)}
 
 
+def previous_staleness(art: CorpusArtifacts, level: int) -> dict[str, int]:
+    """Member changes each published node of ``level`` has absorbed since its summary was written."""
+    path = art.root / PUBLISHED / f"staleness_{level}.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def previous_entities(art: CorpusArtifacts) -> dict[str, dict]:
+    path = art.root / PUBLISHED / "entities.parquet"
+    if not path.exists():
+        return {}
+    return {row["node_id"]: row for row in art.read_table(f"{PUBLISHED}/entities.parquet").iter_rows(named=True)}
+
+
 def previous_names(art: CorpusArtifacts) -> dict[str, str]:
     path = art.root / PUBLISHED / "names.json"
     return json.loads(path.read_text()) if path.exists() else {}
@@ -108,6 +128,12 @@ class LevelUpdate:
     changed: list[str]  # surviving or new nodes whose members or member content changed
     removed: list[str]  # nodes that lost every member
     split: list[str]  # nodes created by a local split
+    delta: dict[str, int] = field(default_factory=dict)  # node -> members added, removed or touched
+
+
+def needs_summary(stale: int, size: int) -> bool:
+    """Whether a kept cluster's summary is due: enough of its members changed since it was written."""
+    return stale >= max(1, math.ceil(RESUMMARY_SHARE * size))
 
 
 def update_level(previous: list[tuple[str, list[str]]], item_ids: list[str], vectors: np.ndarray,
@@ -144,7 +170,10 @@ def update_level(previous: list[tuple[str, list[str]]], item_ids: list[str], vec
                 order.append(new)
                 changed.add(new)
                 split.append(new)
-    return LevelUpdate([(n, members[n]) for n in order], sorted(changed), removed, split)
+    delta = {n: len(set(members[n]) ^ before.get(n, set())) + len(touched_items & set(members[n]) & before.get(n, set()))
+             for n in order}
+    return LevelUpdate([(n, members[n]) for n in order], sorted(changed), removed, split,
+                       {n: d for n, d in delta.items() if d})
 
 
 def save_published(art: CorpusArtifacts, docs: pl.DataFrame, levels: dict[int, pl.DataFrame], names: dict[str, str],
@@ -153,10 +182,13 @@ def save_published(art: CorpusArtifacts, docs: pl.DataFrame, levels: dict[int, p
     meta = published_meta(art) if mode.incremental else None
     change = len(mode.added) + len(mode.removed) + len(mode.edited)
     art.write_table(f"{PUBLISHED}/docs.parquet", docs.select("doc_id", "content_hash"))
-    for stale in (art.root / PUBLISHED).glob("level_*.parquet"):
-        stale.unlink()
+    for old in [*(art.root / PUBLISHED).glob("level_*.parquet"), *(art.root / PUBLISHED).glob("staleness_*.json")]:
+        old.unlink()
     for level, frame in levels.items():
         art.write_table(f"{PUBLISHED}/level_{level}.parquet", frame)
+        art.write_json(f"{PUBLISHED}/staleness_{level}.json",
+                       art.read_json(art.level(level, "summary_changes.json"))["staleness"])
+    art.write_table(f"{PUBLISHED}/entities.parquet", art.read_table("entities.parquet"))
     art.write_json(f"{PUBLISHED}/names.json", names)
     art.write_json(f"{PUBLISHED}/meta.json", {
         "build": fingerprint,

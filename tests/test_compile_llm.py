@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from c2s_pipeline import progress
 from c2s_pipeline.cli import app
+from c2s_pipeline.artifacts import CorpusArtifacts
 from c2s_pipeline.cache import ItemCache
 from c2s_pipeline.compiler import CompileError, compile_corpus
 from c2s_pipeline.llm.base import BudgetExceededError, CompileTaskError, TaskRunner
@@ -26,7 +27,7 @@ from c2s_pipeline.llm import prompts
 from c2s_pipeline.validate import nav_files
 from c2s_pipeline.workspace import CorpusSpec, Workspace
 from tests.fakes.compile_model import CompileModel, first_user_text, task_of
-from tests.fakes.llm_servers import FakeLLMServer
+from tests.fakes.llm_servers import FakeLLMServer, server_error
 
 from .conftest import SAMPLE_CORPUS
 
@@ -251,6 +252,51 @@ def test_an_item_failing_for_good_fails_its_step_once_and_a_rerun_resumes(tmp_pa
     again = [a.item for a in model.requests_for("card")[asked:]]
     assert sorted(again) == sorted(set(docs) - done_first)  # calls only for the unfinished items
     assert len(manifest["doc_paths"]) == 30
+
+
+class Outage:
+    """Serves ``model``, except that once ``after`` summaries were answered the next ``failures``
+    summary requests get a 500: more than the client's HTTP attempts, so the step fails and the
+    stage's RetryPolicy takes over. Records every answered summary prompt."""
+
+    def __init__(self, model: CompileModel, after: int, failures: int):
+        self.model, self.after, self.left = model, after, failures
+        self.answered: list[str] = []
+        self.failed = 0
+
+    def __call__(self, request):
+        if task_of(request) == "summary":
+            if len(self.answered) >= self.after and self.left:
+                self.left -= 1
+                self.failed += 1
+                return server_error(500, retry_after=0.01)
+            self.answered.append(first_user_text(request))
+        return self.model(request)
+
+
+def test_a_summary_stage_failing_midway_is_retried_and_redoes_only_the_missing_items(tmp_path, server, corpus30):
+    from dagster import DagsterEventType
+
+    from c2s_pipeline.llm.clients import RetryPolicy
+
+    outage = Outage(CompileModel(move_one=False), after=1, failures=RetryPolicy().max_attempts)
+    server.handler = outage
+    home = tmp_path / "home"
+    manifest = compile_with(server, home, corpus30, concurrency=1)
+
+    assert outage.failed == RetryPolicy().max_attempts  # one item gave up: the step failed once
+    instance = instance_for(home)
+    run = instance.get_runs(limit=1)[0]
+    retried = [e.step_key for e in instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_UP_FOR_RETRY)]
+    assert retried == ["summaries__level_1"]
+    assert run.is_success and len(manifest["doc_paths"]) == 30
+    # No duplicate work: every summary prompt was answered once, the one answered before the
+    # failure came from the cache on the retry, and every level-1 cluster got its summary.
+    assert len(outage.answered) == len(set(outage.answered))
+    art = CorpusArtifacts(home / "artifacts" / "c30")
+    clusters = set(art.read_table(art.level(1, "clusters.parquet"))["node_id"])
+    assert {a.item for a in outage.model.valid("summary")} >= clusters
+    assert manifest["stages"]["summaries/level_1"]["llm_calls"]["cached"] >= 1
 
 
 # -- verify-and-repartition judges every cluster -------------------------------------------------

@@ -95,3 +95,21 @@ def test_a_crash_while_rendering_leaves_the_published_tree_serving(changed_corpu
     after = {p.relative_to(second.out): p.read_bytes() for p in second.out.rglob("*") if p.is_file()}
     assert after == before
     assert not [p for p in second.out.parent.iterdir() if ".staging-" in p.name or ".previous-" in p.name]
+
+
+def test_level_update_counts_each_clusters_member_changes():
+    import numpy as np
+
+    from c2s_pipeline.incremental import needs_summary, update_level
+
+    vectors = np.eye(4)[[0, 0, 0, 0, 1, 1, 1, 1, 1, 0]].astype(float)  # items a..h in two groups, i and j new
+    ids = list("abcdefghij")
+    previous = [("A", list("abcd")), ("B", list("efgh"))]
+    update = update_level(previous, ids, vectors, leave={"c", "d"}, insert=["c", "i", "j"], touched_items={"c"},
+                          split_above=None)
+    groups = dict(update.groups)
+    assert sorted(groups["A"]) == list("abcj") and sorted(groups["B"]) == list("efghi")
+    # A: d left, j joined, c was edited in place (left and came back): 3 changes; B: i joined.
+    assert update.delta == {"A": 3, "B": 1}
+    assert needs_summary(3, 4) and not needs_summary(1, 5) and needs_summary(2, 5)
+    assert not needs_summary(2, 10) and needs_summary(3, 10) and needs_summary(1, 1)

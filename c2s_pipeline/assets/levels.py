@@ -192,7 +192,8 @@ def build_clusters(level: int) -> AssetsDefinition:
         if update:
             groups = update.groups
             top = level == max(incremental.published_meta(art)["levels"])
-            changes = {"changed": update.changed, "removed": update.removed, "split": update.split}
+            changes = {"changed": update.changed, "removed": update.removed, "split": update.split,
+                       "delta": update.delta}
         else:
             n_clusters = hierarchy.cluster_count(len(item_ids), spec.p)
             top = n_clusters < spec.k
@@ -241,9 +242,11 @@ def _incremental_update(art: CorpusArtifacts, level: int, item_ids: list[str], v
                                         split_above=2 * p)
     known = {m for _, members in previous for m in members}
     below = art.read_json(art.level(level - 1, "changes.json"))
+    # A parent absorbs a change when a child's summary (its routing text) was rewritten.
+    rewritten = art.read_json(art.level(level - 1, "summary_changes.json"))["resummarised"]
     return incremental.update_level(previous, item_ids, vectors, leave=set(below["removed"]),
                                     insert=[m for m in item_ids if m not in known],
-                                    touched_items=set(below["changed"]), split_above=None)
+                                    touched_items=set(rewritten), split_above=None)
 
 
 def build_summaries(level: int) -> AssetsDefinition:
@@ -261,19 +264,28 @@ def build_summaries(level: int) -> AssetsDefinition:
         inputs = cluster_inputs(art, level, groups, vectors, {m: i for i, m in enumerate(item_ids)})
         runner = stage.runner(llm, SUMMARIES_VERSION)
         if status.get("mode") == "incremental":
-            # Unchanged clusters keep their published summaries (and so their routing text).
-            changed = set(art.read_json(art.level(level, "changes.json"))["changed"])
-            old = incremental.previous_nodes(art, level)
-            targets = [i for i, (node_id, _) in enumerate(groups) if node_id in changed or node_id not in old]
+            # Kept clusters keep their published summaries (and so their routing text) until
+            # enough of their members changed; new clusters are always summarised.
+            delta = art.read_json(art.level(level, "changes.json")).get("delta", {})
+            old, stale_before = incremental.previous_nodes(art, level), incremental.previous_staleness(art, level)
+            stale = {g[0]: stale_before.get(g[0], 0) + delta.get(g[0], 0) for g in groups}
+            targets = [i for i, (node_id, members) in enumerate(groups)
+                       if node_id not in old or incremental.needs_summary(stale[node_id], len(members))]
             fresh = dict(zip(targets, runner.run("summary", inputs, ClusterSummary, targets=targets)))
             summaries = [fresh.get(i) or _kept_summary(old[g[0]]) for i, g in enumerate(groups)]
         else:
+            targets, stale = list(range(len(groups))), {}
             summaries = runner.run("summary", inputs, ClusterSummary)
+        rewritten = [groups[i][0] for i in targets]
+        art.write_json(art.level(level, "summary_changes.json"), {
+            "resummarised": rewritten, "staleness": {g[0]: 0 if g[0] in set(rewritten) else stale[g[0]] for g in groups}})
         frame = summary_rows(groups, inputs, summaries)
         art.write_table(art.level(level, "summarised.parquet"), frame)
         preview = [{"node": r["node_id"], "label": r["label"], "docs": r["size"], "description": r["description"][:120]}
                    for r in frame.iter_rows(named=True)]
-        return stage.done(table_version(frame), {"clusters": frame.height, "summaries": markdown_table(preview)})
+        return stage.done(table_version(frame), {"clusters": frame.height, "summaries_rewritten": len(rewritten),
+                                                 "summaries_kept": len(groups) - len(rewritten),
+                                                 "summaries": markdown_table(preview)})
 
     return _summaries
 

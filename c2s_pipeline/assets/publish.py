@@ -76,6 +76,7 @@ def entities(context: AssetExecutionContext, workspace: WorkspaceResource, llm: 
     forest = build_forest(art)
     cards, texts = _cards(art), _texts(art)
     runner = stage.runner(llm, ENTITIES_VERSION)
+    kept = _kept_entities(art)
     found: dict[str, Entities] = {}
     rows = []
     for level in sorted({n.level for n in forest.nodes()}):
@@ -83,11 +84,18 @@ def entities(context: AssetExecutionContext, workspace: WorkspaceResource, llm: 
         node_texts = [_entity_texts(n, cards, texts, found) for n in nodes]
         inputs = [EntitiesInput(cluster_id=n.node_id, level=level, title=n.title, summary=n.summary, texts=t)
                   for n, t in zip(nodes, node_texts)]
-        for node, result, t in zip(nodes, runner.run("entities", inputs, Entities), node_texts):
-            found[node.node_id] = result
+        targets = [i for i, n in enumerate(nodes) if n.node_id not in kept]
+        fresh = dict(zip(targets, runner.run("entities", inputs, Entities, targets=targets)))
+        for i, (node, t) in enumerate(zip(nodes, node_texts)):
+            if i in fresh:
+                result = found[node.node_id] = fresh[i]
+                mentions = [max(1, _mentions(e, [node.summary, *t])) for e in result.entities]
+            else:
+                row = kept[node.node_id]
+                found[node.node_id] = Entities(entities=row["entities"], doc_types=row["doc_types"])
+                result, mentions = found[node.node_id], row["mentions"]
             rows.append({"node_id": node.node_id, "level": level, "entities": result.entities,
-                         "mentions": [max(1, _mentions(e, [node.summary, *t])) for e in result.entities],
-                         "doc_types": result.doc_types})
+                         "mentions": mentions, "doc_types": result.doc_types})
     frame = pl.DataFrame(rows, schema={"node_id": pl.String, "level": pl.Int64, "entities": pl.List(pl.String),
                                        "mentions": pl.List(pl.Int64), "doc_types": pl.List(pl.String)})
     related = related_skills(forest, found)
@@ -100,6 +108,16 @@ def entities(context: AssetExecutionContext, workspace: WorkspaceResource, llm: 
         "skill_entities": markdown_table([{"node": r["node_id"], "entities": ", ".join(r["entities"][:8])}
                                           for r in rows if r["level"] == forest.skills[0].level]),
     })
+
+
+def _kept_entities(art: CorpusArtifacts) -> dict[str, dict]:
+    """On an incremental compile, the published entities of every node whose summary was kept:
+    a node is re-tagged when (and only when) it is re-summarised."""
+    if not incremental.RunMode.load(art).incremental:
+        return {}
+    rewritten = {n for level in art.used_levels()
+                 for n in art.read_json(art.level(level, "summary_changes.json"))["resummarised"]}
+    return {n: row for n, row in incremental.previous_entities(art).items() if n not in rewritten}
 
 
 def related_skills(forest: Forest, found: dict[str, Entities]) -> dict[str, list[list]]:
