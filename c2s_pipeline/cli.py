@@ -76,17 +76,8 @@ def compile_command(
     """Compile PATH into a skill tree by materializing the Dagster asset graph for --corpus."""
     from .compiler import CompileError, compile_corpus
 
-    from .storage import is_s3
-
     workspace = Workspace()
-    if not is_s3(path) and not Path(path).exists():
-        _fail(f"corpus path does not exist: {path}")
-    try:
-        spec = CorpusSpec(name=corpus, source=path if is_s3(path) else str(Path(path).resolve()),
-                          out=str((out or workspace.home / "trees" / corpus).resolve()), p=p, k=k, tau=tau,
-                          publish=publish)
-    except ValidationError as exc:
-        _fail("; ".join(f"--{e['loc'][0]}: {e['msg']}" for e in exc.errors()), 2)
+    spec = _spec(workspace, path, corpus, out, p=p, k=k, tau=tau, publish=publish)
     llm = dict(provider=provider, model=model, card_model=card_model, base_url=base_url, concurrency=concurrency,
                max_cost=max_cost)
     if dry_run:
@@ -112,6 +103,65 @@ def compile_command(
         typer.echo(json.dumps(manifest, indent=2, ensure_ascii=False))
     else:
         print_summary(manifest, Path(spec.out))
+
+
+def _spec(workspace: Workspace, path: str, corpus: str, out: Path | None, **params) -> CorpusSpec:
+    """A corpus spec from command-line values; a missing path or a bad value ends the command."""
+    from .storage import is_s3
+
+    if not is_s3(path) and not Path(path).exists():
+        _fail(f"corpus path does not exist: {path}")
+    try:
+        return CorpusSpec(name=corpus, source=path if is_s3(path) else str(Path(path).resolve()),
+                          out=str((out or workspace.home / "trees" / corpus).resolve()), **params)
+    except ValidationError as exc:
+        _fail("; ".join(f"--{e['loc'][0]}: {e['msg']}" for e in exc.errors()), 2)
+
+
+corpus_app = typer.Typer(help="Register corpora as partitions without compiling them (then backfill them from "
+                              "the Dagster UI or CLI, or let the sensor compile them).", no_args_is_help=True)
+app.add_typer(corpus_app, name="corpus")
+
+
+@corpus_app.command("add")
+def corpus_add_command(
+    path: str = typer.Argument(..., help="the corpus source: a directory, a file, or s3://bucket/prefix/"),
+    corpus: str = typer.Option(..., "--corpus", help="partition name for this corpus"),
+    out: Optional[Path] = typer.Option(None, "--out", help="output tree (default: $DAGSTER_HOME/trees/NAME)"),
+    p: int = typer.Option(10, "--p", help="branching ratio"),
+    k: int = typer.Option(10, "--k", help="maximum number of top-level skills"),
+    tau: float = typer.Option(0.05, "--tau", help="soft-assignment cosine margin"),
+    publish: Optional[str] = typer.Option(None, "--publish", help="also publish the tree to s3://bucket/prefix/"),
+) -> None:
+    """Register PATH in corpora.yaml and add it as a `corpus` partition of the Dagster instance."""
+    from .compiler import open_instance
+    from .partitions import corpus_partitions
+
+    workspace = Workspace()
+    spec = _spec(workspace, path, corpus, out, p=p, k=k, tau=tau, publish=publish)
+    workspace.register(spec)
+    instance = open_instance(workspace)
+    added = not instance.has_dynamic_partition(corpus_partitions.name, spec.name)
+    if added:
+        instance.add_dynamic_partitions(corpus_partitions.name, [spec.name])
+    console.print(f"{'added' if added else 'updated'} corpus partition [bold]{spec.name}[/] ({spec.source} → {spec.out}) "
+                  f"in {workspace.home}", highlight=False, soft_wrap=True)
+
+
+@corpus_app.command("list")
+def corpus_list_command() -> None:
+    """The registered corpora and whether each is a partition of the instance."""
+    from .compiler import open_instance
+    from .partitions import corpus_partitions
+
+    workspace = Workspace()
+    partitions = set(open_instance(workspace).get_dynamic_partitions(corpus_partitions.name))
+    table = Table(show_header=True)
+    for column in ("corpus", "source", "out", "p", "k", "partition"):
+        table.add_column(column)
+    for name, spec in sorted(workspace.corpora().items()):
+        table.add_row(name, spec.source, spec.out, str(spec.p), str(spec.k), "yes" if name in partitions else "no")
+    Console().print(table)
 
 
 def print_estimate(estimate: dict, max_cost: float | None = None) -> None:

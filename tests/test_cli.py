@@ -63,3 +63,27 @@ def test_compile_json_reports_rejections(home):
     assert {(r["source"], r["reason"].split(":")[0]) for r in manifest["rejected"]} == {
         ("broken.jsonl:2", "malformed JSON line"), ("empty.txt", "empty file")}
     assert len(manifest["doc_paths"]) == 13 and (home / "out" / "manifest.json").is_file()
+
+
+def test_corpus_add_registers_a_partition_for_backfills(home):
+    from dagster import DagsterInstance
+
+    from c2s_pipeline.partitions import corpus_partitions
+    from c2s_pipeline.workspace import Workspace
+
+    corpus = home / "kb"
+    corpus.mkdir()
+    (corpus / "a.md").write_text("# A\n\nSome text.")
+    result = run("corpus", "add", str(corpus), "--corpus", "kb", "--p", "8")
+    assert result.exit_code == 0 and "added corpus partition kb" in result.output
+    registered = Workspace(home / "home").corpora()["kb"]
+    assert (registered.source, registered.p) == (str(corpus.resolve()), 8)
+    with DagsterInstance.from_config(str(home / "home")) as instance:
+        assert instance.get_dynamic_partitions(corpus_partitions.name) == ["kb"]
+    again = run("corpus", "add", str(corpus), "--corpus", "kb", "--p", "12")
+    assert again.exit_code == 0 and "updated corpus partition kb" in again.output
+    assert Workspace(home / "home").corpora()["kb"].p == 12
+    listed = run("corpus", "list")
+    assert "kb" in listed.output and "yes" in listed.output
+    missing = run("corpus", "add", str(home / "nope"), "--corpus", "x")
+    assert missing.exit_code == 1 and "corpus path does not exist" in missing.output
