@@ -177,8 +177,10 @@ def update_level(previous: list[tuple[str, list[str]]], item_ids: list[str], vec
 
 
 def save_published(art: CorpusArtifacts, docs: pl.DataFrame, levels: dict[int, pl.DataFrame], names: dict[str, str],
-                   fingerprint: dict, mode: RunMode, cohesion_l1: float) -> None:
-    """Record what was just published: the base the next incremental compile starts from."""
+                   fingerprint: dict, mode: RunMode, cohesion_l1: float, llm_tasks: int) -> None:
+    """Record what was just published: the base the next incremental compile starts from.
+    ``llm_tasks``: the LLM tasks this compile ran (made or from the cache); a full build's count
+    is what later incremental compiles report their savings against."""
     meta = published_meta(art) if mode.incremental else None
     change = len(mode.added) + len(mode.removed) + len(mode.edited)
     art.write_table(f"{PUBLISHED}/docs.parquet", docs.select("doc_id", "content_hash"))
@@ -196,4 +198,13 @@ def save_published(art: CorpusArtifacts, docs: pl.DataFrame, levels: dict[int, p
         "full_build_documents": meta["full_build_documents"] if meta else docs.height,
         "changed_since_full": meta["changed_since_full"] + change if meta else 0,
         "cohesion_l1": meta["cohesion_l1"] if meta else cohesion_l1,
+        "full_build_llm_tasks": meta.get("full_build_llm_tasks", 0) if meta else llm_tasks,
     })
+
+
+def llm_calls_saved(art: CorpusArtifacts, mode: RunMode, made: int) -> int | None:
+    """LLM calls an incremental compile avoided: the last full build's tasks minus this run's calls."""
+    meta = published_meta(art) if mode.incremental else None
+    if not meta or not meta.get("full_build_llm_tasks"):
+        return None
+    return max(0, meta["full_build_llm_tasks"] - made)

@@ -37,6 +37,7 @@ def test_small_change_is_applied_incrementally(changed_corpus):
     made_first = sum(first.manifest["stats"]["llm_calls"].values())
     made_second = second.manifest["stats"]["llm_calls"]["made"]
     assert 0 < made_second <= 0.15 * made_first
+    assert build["llm_calls_saved"] == made_first - made_second
     # Two cards are new (added and edited documents). The edit lies past the embedded prefix of
     # its document, so only the added document needs a new embedding.
     assert second.manifest["stages"]["doc_cards"]["llm_calls"]["made"] == 2

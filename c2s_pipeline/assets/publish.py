@@ -221,14 +221,17 @@ def skill_tree(context: AssetExecutionContext, workspace: WorkspaceResource, llm
             raise Failure(description="the rendered tree failed its checks and was not published: "
                           + "; ".join(f"{o.name}: {o.description}" for o in failed))
         manifest = build_manifest(spec, art, forest, files, index, outcomes, llm, encoder, stage)
-        manifest["build"] = {"mode": mode.mode, "reason": mode.reason, **mode.counts()}
+        calls = manifest["stats"]["llm_calls"]
+        saved = incremental.llm_calls_saved(art, mode, calls["made"])
+        manifest["build"] = {"mode": mode.mode, "reason": mode.reason, **mode.counts(),
+                             **({"llm_calls_saved": saved} if saved is not None else {})}
         (staged / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
         publish(staged, out)
         incremental.save_published(
             art, docs, {level: art.final_nodes(level) for level in art.used_levels()},
             {n.node_id: n.name for n in forest.nodes()},
             incremental.build_fingerprint(spec, llm.compile_provider, encoder.model), mode,
-            art.level_status(1)["cohesion"])
+            art.level_status(1)["cohesion"], calls["made"] + calls["cached"])
     except BaseException:
         if staged.exists():
             shutil.rmtree(staged, ignore_errors=True)
@@ -241,7 +244,9 @@ def skill_tree(context: AssetExecutionContext, workspace: WorkspaceResource, llm
     preview = "\n".join(f"- **{s['name']}** ({s['documents']} docs): {s['description']}" for s in manifest["skills"])
     return stage.done(
         table_version(pl.DataFrame({"path": list(files), "text": list(files.values())})),
-        {"out": MetadataValue.path(str(out)), "build_mode": mode.mode, "build_reason": mode.reason, **mode.counts(), "skills": stats["skills"], "levels": stats["levels"],
+        {"out": MetadataValue.path(str(out)), "build_mode": mode.mode, "build_reason": mode.reason, **mode.counts(),
+         **({"llm_calls_saved": manifest["build"]["llm_calls_saved"]} if "llm_calls_saved" in manifest["build"] else {}),
+         "skills": stats["skills"], "levels": stats["levels"],
          "nav_files": stats["nav_files"], "see_stubs": stats["see_stubs"],
          "entity_index_entries": stats["entity_index_entries"], "largest_nav_bytes": stats["nav_bytes"]["max"],
          "p95_nav_bytes": stats["nav_bytes"]["p95"], "top_level_skills": MetadataValue.md(preview), **published},
