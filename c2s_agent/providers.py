@@ -91,6 +91,8 @@ def _nav_files(command: str) -> list[str]:
 class Session:
     """One question's conversation with one model."""
 
+    tool_schemas: list[dict[str, Any]] = TOOL_SCHEMAS  # the tools the model is offered
+
     def __init__(self, provider: str, question: str, tools: TreeTools, *, budget: TurnBudget, system: str,
                  client: ChatClient, max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float | None = None):
         self.provider = provider
@@ -114,7 +116,7 @@ class Session:
 
     def _complete(self, *, tools_allowed: bool) -> ChatResult:
         result = self.client.complete(
-            self.messages, system=self.system, tools=TOOL_SCHEMAS,  # tools stay defined: a stable prefix
+            self.messages, system=self.system, tools=self.tool_schemas,  # tools stay defined: a stable prefix
             tool_choice=None if tools_allowed else "none", max_tokens=self.max_tokens,
             temperature=self.temperature, cache=True, cache_conversation=self.provider == "anthropic")
         self.calls += 1

@@ -13,7 +13,7 @@ import numpy as np
 from c2s_pipeline.text import content_tokens
 
 # Question words that carry no topic, on top of the compiler's stop words.
-_QUESTION_WORDS = frozenset(
+QUESTION_WORDS = frozenset(
     "how what why when where which who whom whose does did do is are was were can could would "
     "should will shall possible anyone someone something anything please thanks thank hi hello "
     "help want wanted trying tried try know wondering question questions able unable".split())
@@ -29,7 +29,7 @@ def stem(token: str) -> str:
 
 def terms(text: str) -> list[str]:
     """Stemmed content terms of ``text``, in order (duplicates kept)."""
-    return [stem(t) for t in content_tokens(text) if t not in _QUESTION_WORDS]
+    return [stem(t) for t in content_tokens(text) if t not in QUESTION_WORDS]
 
 
 def query_terms(text: str) -> list[str]:

@@ -21,7 +21,8 @@ from c2s_pipeline.llm import pricing
 from c2s_pipeline.llm.clients import MissingAPIKeyError, RetryPolicy, Usage
 
 from .fakes.llm_servers import (FakeLLMServer, anthropic_server, openai_server,  # noqa: F401 - fixtures
-                                rate_limited, refusal, server_error, text, tool_use, truncated)
+                                openai_unparsable_tool_call, rate_limited, refusal, server_error, text, tool_use,
+                                truncated)
 
 FAST = RetryPolicy(max_attempts=4, base_delay=0.01, max_delay=0.05)
 MODEL = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4.1"}
@@ -128,12 +129,7 @@ def test_malformed_tool_calls_get_error_results(server, tree, nav):
     server.enqueue(tool_use(("a", "rm_everything", {"path": "/"}), ("b", "code_execution", {}),
                             ("c", "get_document", {"doc_id": "no-such-doc"}), ("d", "code_execution", {"command": "ls"})))
     if server.flavor == "openai":  # arguments that are not JSON at all
-        server.enqueue({"id": "x", "object": "chat.completion", "created": 0, "model": "gpt-4.1",
-                        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
-                            "role": "assistant", "content": None, "tool_calls": [
-                                {"id": "e", "type": "function",
-                                 "function": {"name": "get_document", "arguments": "{doc_id: oops"}}]}}],
-                        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+        server.enqueue(openai_unparsable_tool_call("e", "get_document", "{doc_id: oops"))
     server.enqueue(f"Found it [{nav['doc_id']}].")
     result = ask(server, tree)
     assert result.answer.startswith("Found it")  # the loop went on

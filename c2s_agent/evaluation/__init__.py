@@ -1,6 +1,6 @@
-"""Evaluation harness: the navigator against flat retrieval baselines on a QA set.
+"""Evaluation harness: the navigator against flat retrieval, RAPTOR and a search agent on a QA set.
 
-    c2s eval --tree OUT --qa qa.jsonl --methods navigator,bm25,dense,hybrid --out results/
+    c2s eval --tree OUT --qa qa.jsonl --methods navigator,bm25,dense,hybrid,raptor,agentic --out results/
 
 or from Python::
 

@@ -1,13 +1,14 @@
-"""Flat retrieval baselines over the tree's document store, answering the navigator's way.
+"""Flat retrieval baselines over the tree's document store.
 
 - ``bm25``: bm25s over every document's full text (title + text);
 - ``dense``: the compiler's encoder (:class:`c2s_pipeline.encoder.Encoder`), exact cosine over
   every document's title + text; document vectors cached on disk (keyed by content hash);
 - ``hybrid``: reciprocal rank fusion (k=60) of the two full rankings.
 
-Each puts its top :data:`CONTEXT_DOCS` documents in context and answers with the navigator's
-extractive composer (:func:`c2s_agent.compose.compose_answer`) over the first page of its best
-:data:`COMPOSE_DOCS` documents, exactly as the offline navigator answers from its best three.
+Each puts its top :data:`CONTEXT_DOCS` documents in context and answers from them through an
+:class:`~c2s_agent.evaluation.answering.Answerer`, the same way as every other method (offline:
+the navigator's extractive composer over the best three). The indexes are shared:
+the ``agentic`` method searches these very indexes.
 """
 
 from __future__ import annotations
@@ -15,26 +16,21 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 
-from ..compose import compose_answer
-from ..scoring import embedder, query_terms, rrf
+from ..scoring import embedder, rrf
 from ..tools import PAGE_CHARS, Page
 from ..tree import Tree
+from .answering import Answerer
 
 CONTEXT_DOCS = 5  # documents a baseline puts in context
-COMPOSE_DOCS = 3  # the offline navigator composes from its best three
 RANK_DEPTH = 10  # ranked list kept for recall@10 / MRR@10
 RRF_K = 60.0
-try:  # the navigator's cap on query terms, so both compose from the same terms
-    from ..offline import MAX_TERMS
-except ImportError:  # pragma: no cover
-    MAX_TERMS = 12
 
 BASELINES = ("bm25", "dense", "hybrid")
-NOT_IMPLEMENTED = ("raptor", "agentic")
 
 
 @dataclass
@@ -55,6 +51,11 @@ class Corpus:
         ids, titles, texts, hashes = (list(c) for c in zip(*rows))
         return cls(ids, titles, texts, hashes)
 
+    @cached_property
+    def positions(self) -> dict[str, int]:
+        """doc_id -> its index in this corpus."""
+        return {d: i for i, d in enumerate(self.ids)}
+
     def page(self, i: int) -> Page:
         """What get_document's first page gives the navigator."""
         text = self.texts[i]
@@ -68,13 +69,17 @@ class Corpus:
 
 @dataclass
 class Retrieved:
-    """One question answered by a baseline."""
+    """One question answered by a retrieval method."""
 
     answer: str
     ranked: list[str]  # best first, RANK_DEPTH long
     context: list[str]  # the documents put in context
     seconds: float
-    usage: dict = field(default_factory=dict)
+    usage: dict = field(default_factory=dict)  # LLM tokens, llm_calls, cost_usd
+    turns: int = 0  # rounds of tool calls (agentic methods)
+    tool_calls: int = 0
+    trace: list[dict] = field(default_factory=list)  # the tool calls made, in order
+    flags: list[str] = field(default_factory=list)  # refusal / truncation of an LLM answer
 
 
 class BM25Index:
@@ -180,16 +185,17 @@ class Baselines:
             return rrf(self.bm25_index.scores(question), self.dense_index.scores(question), k=RRF_K)
         raise ValueError(f"unknown baseline {method!r}")
 
-    def run(self, method: str, question: str) -> Retrieved:
-        start = time.perf_counter()
-        scores = self.scores(method, question)
-        order = np.argsort(-scores, kind="stable")[: max(RANK_DEPTH, CONTEXT_DOCS)]
-        ranked = [self.corpus.ids[i] for i in order]
-        pages = [self.corpus.page(i) for i in order[:COMPOSE_DOCS]]
-        text = compose_answer(question, pages, query_terms(question)[:MAX_TERMS], self.dense_embed())
-        return Retrieved(text, ranked[:RANK_DEPTH], ranked[:CONTEXT_DOCS], time.perf_counter() - start,
-                         {"documents_in_context": CONTEXT_DOCS})
+    def search(self, method: str, query: str, k: int = RANK_DEPTH) -> list[int]:
+        """Positions (in :attr:`corpus`) of the ``k`` best documents for ``query``, best first."""
+        return [int(i) for i in np.argsort(-self.scores(method, query), kind="stable")[:k]]
 
-    @staticmethod
-    def dense_embed():
-        return embedder()  # the composer re-ranks sentences with the navigator's embedder
+    def run(self, method: str, question: str, answerer: Answerer | None = None) -> Retrieved:
+        """Retrieve for ``question`` and answer from the documents in context (offline when no
+        ``answerer`` is given)."""
+        start = time.perf_counter()
+        order = self.search(method, question, max(RANK_DEPTH, CONTEXT_DOCS))
+        context = order[:CONTEXT_DOCS]
+        answered = (answerer or Answerer()).answer(question, [self.corpus.page(i) for i in context])
+        return Retrieved(answered.text, [self.corpus.ids[i] for i in order[:RANK_DEPTH]],
+                         [self.corpus.ids[i] for i in context], time.perf_counter() - start,
+                         {"documents_in_context": len(context), **answered.usage})

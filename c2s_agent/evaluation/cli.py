@@ -1,4 +1,4 @@
-"""``c2s eval``: the navigator against flat retrieval baselines on a QA set.
+"""``c2s eval``: the navigator against flat retrieval, RAPTOR and a search agent on a QA set.
 
 :func:`register` adds the command to another typer app (the main ``c2s``); ``app`` runs it alone.
 """
@@ -24,30 +24,53 @@ def _fail(message: str, code: int = 2) -> None:
 def eval_command(
     tree: Path = typer.Option(..., "--tree", help="compiled tree (the --out of c2s compile)"),
     qa: Path = typer.Option(..., "--qa", help='QA file: JSON lines {"id", "question", "answer"?, "gold_ids"?}'),
-    methods: str = typer.Option("navigator,bm25,dense,hybrid", "--methods",
-                                help="comma-separated: navigator, bm25, dense, hybrid"),
-    provider: str = typer.Option("offline", "--provider", help="who drives the navigator (offline: no LLM)"),
+    methods: str = typer.Option("navigator,bm25,dense,hybrid,raptor,agentic", "--methods",
+                                help="comma-separated: navigator, bm25, dense, hybrid, raptor, agentic"),
+    provider: str = typer.Option("offline", "--provider",
+                                 help="who answers, for every method: offline (no LLM), anthropic or openai"),
+    model: Optional[str] = typer.Option(None, "--model", help="the provider's model (default: claude-sonnet-4-6 / "
+                                                              "gpt-4.1, or $C2S_AGENT_MODEL)"),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="the provider's endpoint (e.g. a local "
+                                                                    "OpenAI-compatible server)"),
+    judge: str = typer.Option("none", "--judge", help="LLM judge of the answers: none, anthropic or openai"),
+    judge_model: Optional[str] = typer.Option(None, "--judge-model", help="the judge's model"),
+    judge_base_url: Optional[str] = typer.Option(None, "--judge-base-url", help="the judge's endpoint"),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="only the first N questions"),
     results: Path = typer.Option(Path("results"), "--out", help="directory for results.json, results.md, "
-                                                                  "per-query.jsonl and chart.png"),
-    max_turns: int = typer.Option(10, "--max-turns", min=1, help="the navigator's rounds of tool calls"),
+                                                                  "per-query.jsonl, chart.png and cache/"),
+    max_turns: int = typer.Option(10, "--max-turns", min=1,
+                                  help="rounds of tool calls of the navigator and the agentic method"),
 ) -> None:
-    """Evaluate the navigator against bm25 / dense / hybrid retrieval: recall@k, MRR, context
-    recall/precision, Token F1, cost, and a paired bootstrap verdict."""
+    """Evaluate the navigator against bm25 / dense / hybrid retrieval, RAPTOR and a search agent:
+    recall@k, MRR, context recall/precision, Token F1 (BERTScore when installed, LLM-judged
+    scores with --judge), cost, and a paired bootstrap verdict."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from c2s_pipeline.llm.clients import LLMError
 
     from ..agent import UnknownProviderError, providers
     from ..tree import TreeError, open_tree
+    from .answering import PROVIDERS
+    from .judge import JUDGES
     from .metrics import QAError, load_qa
-    from .report import markdown, table, verdict_lines, write_outputs
-    from .runner import MethodError, evaluate, parse_methods
+    from .report import table, verdict_lines, write_outputs
+    from .runner import NAVIGATOR, MethodError, evaluate, parse_methods
 
     try:
         chosen = parse_methods(methods)
     except MethodError as e:
         _fail(str(e))
-    if "navigator" in chosen and provider not in providers():
+    if provider not in providers():
         _fail(f"unknown provider {provider!r}; available: {', '.join(providers())}")
+    others = [m for m in chosen if m != NAVIGATOR]
+    if others and provider not in PROVIDERS:
+        _fail(f"{', '.join(others)} answer with {', '.join(PROVIDERS)}; provider {provider!r} only drives the navigator")
+    if provider == "offline" and (model or base_url):
+        _fail("--model and --base-url are for an LLM provider (--provider anthropic or openai)")
+    if judge not in JUDGES:
+        _fail(f"unknown judge {judge!r}; choose from {', '.join(JUDGES)}")
+    if judge == "none" and (judge_model or judge_base_url):
+        _fail("--judge-model and --judge-base-url need a judge (--judge anthropic or openai)")
     try:
         opened = open_tree(tree)
     except TreeError as e:
@@ -70,19 +93,26 @@ def eval_command(
 
         try:
             run = evaluate(opened, items, chosen, provider=provider, cache_dir=results / "cache",
-                           max_turns=max_turns, on_progress=progress)
-        except (UnknownProviderError, MethodError, ValueError) as e:
+                           max_turns=max_turns, on_progress=progress, model=model, base_url=base_url,
+                           judge=judge, judge_model=judge_model, judge_base_url=judge_base_url)
+        except (UnknownProviderError, MethodError, ValueError, LLMError) as e:
             _fail(str(e))
     paths = write_outputs(run, results)
     out.print(table(run))
     out.print()
     for line in verdict_lines(run):
         out.print(line)
+    out.print(f"bertscore: {escape(run.bertscore)}")
+    if run.judge:
+        out.print(f"judge: {escape(run.judge['model'])}: {run.judge['calls']} calls, {run.judge['cache_hits']} cached, "
+                  f"{run.judge['errors']} errors, ${run.judge['cost_usd']:.4f}")
     out.print()
     for name, path in paths.items():
         out.print(f"{name}: {escape(str(path))}")
     if any(s.get("errors") for s in run.summary.values()):
         err.print("[yellow]warning:[/] some questions failed; see 'error' in per-query.jsonl")
+    if any(s.get("judge_errors") for s in run.summary.values()):
+        err.print("[yellow]warning:[/] some judge verdicts failed; see 'judge_error' in per-query.jsonl")
 
 
 def register(app: typer.Typer) -> None:

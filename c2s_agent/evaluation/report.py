@@ -9,11 +9,20 @@ from pathlib import Path
 
 from .runner import NAVIGATOR, EvalRun
 
-COLUMNS = [("recall@1", "R@1"), ("recall@5", "R@5"), ("recall@10", "R@10"), ("mrr@10", "MRR@10"),
-           ("context_recall", "Ctx R"), ("context_precision", "Ctx P"), ("token_f1", "Token F1"),
-           ("turns", "Turns"), ("tool_calls", "Tool calls"), ("nav_bytes", "Nav bytes"),
-           ("seconds", "s/query")]
-CHART_METRICS = [("recall@5", "recall@5"), ("mrr@10", "MRR@10"), ("token_f1", "Token F1")]
+SCORES = [("recall@1", "R@1"), ("recall@5", "R@5"), ("recall@10", "R@10"), ("mrr@10", "MRR@10"),
+          ("context_recall", "Ctx R"), ("context_precision", "Ctx P"), ("token_f1", "Token F1"),
+          ("bertscore", "BERTScore"), ("factuality", "Factuality"), ("faithfulness", "Faithfulness"),
+          ("judge_context_recall", "Judge ctx R"), ("judge_context_precision", "Judge ctx P"),
+          ("hallucination", "Halluc.")]
+LOWER_IS_BETTER = {"hallucination"}
+NAVIGATION = [("turns", "Turns"), ("tool_calls", "Tool calls"), ("nav_bytes", "Nav bytes")]
+LLM_COST = [("llm_calls", "LLM calls"), ("tokens_in", "Tokens in"), ("tokens_out", "Tokens out"),
+            ("tokens_cached", "Cached"), ("cost_usd", "$/query")]
+LATENCY = [("seconds", "s/query")]
+CHART_METRICS = [("recall@5", "recall@5"), ("mrr@10", "MRR@10"), ("context_recall", "Ctx R"),
+                 ("context_precision", "Ctx P"), ("token_f1", "Token F1"), ("bertscore", "BERTScore"),
+                 ("factuality", "Factuality"), ("faithfulness", "Faithful."), ("judge_context_recall", "J ctx R"),
+                 ("judge_context_precision", "J ctx P"), ("hallucination", "Halluc.")]
 
 
 def write_outputs(run: EvalRun, out: Path) -> dict[str, Path | str]:
@@ -35,8 +44,12 @@ def write_outputs(run: EvalRun, out: Path) -> dict[str, Path | str]:
 def _cell(value, metric: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
-    if metric == "nav_bytes":
+    if metric in ("nav_bytes", "tokens_in", "tokens_out", "tokens_cached"):
         return f"{value:,.0f}"
+    if metric == "cost_usd":
+        return f"${value:.4f}"
+    if metric == "llm_calls":
+        return f"{value:.1f}"
     if metric in ("turns", "tool_calls"):
         return f"{value:.1f}"
     if metric == "seconds":
@@ -44,15 +57,25 @@ def _cell(value, metric: str) -> str:
     return f"{value:.3f}"
 
 
+def columns(run: EvalRun) -> list[tuple[str, str]]:
+    """The table's columns: scores that were computed, navigation cost, LLM cost when any method
+    called an LLM, latency."""
+    scored = [(m, label) for m, label in SCORES if any(s.get(m) is not None for s in run.summary.values())]
+    llm = LLM_COST if any(s.get("llm_calls") for s in run.summary.values()) else []
+    return [*scored, *NAVIGATION, *llm, *LATENCY]
+
+
 def table(run: EvalRun) -> str:
-    head = "| Method | " + " | ".join(label for _, label in COLUMNS) + " |"
-    rule = "|---|" + "---:|" * len(COLUMNS)
+    cols = columns(run)
+    head = "| Method | " + " | ".join(label for _, label in cols) + " |"
+    rule = "|---|" + "---:|" * len(cols)
     rows = []
-    best = {m: max((s.get(m) for s in run.summary.values() if s.get(m) is not None), default=None)
-            for m, _ in COLUMNS[:7]}
+    pick = {m: (min if m in LOWER_IS_BETTER else max) for m, _ in SCORES}
+    best = {m: pick[m]((s.get(m) for s in run.summary.values() if s.get(m) is not None), default=None)
+            for m, _ in cols if m in pick}
     for method, s in run.summary.items():
         cells = []
-        for metric, _ in COLUMNS:
+        for metric, _ in cols:
             text = _cell(s.get(metric), metric)
             if metric in best and best[metric] is not None and s.get(metric) == best[metric] and len(run.summary) > 1:
                 text = f"**{text}**"
@@ -69,7 +92,7 @@ def verdict_lines(run: EvalRun) -> list[str]:
     lines = []
     for metric, b in run.bootstrap.items():
         word = {"win": "**wins** over", "loss": "**loses** to", "tie": "**ties** with"}[b["verdict"]]
-        lines.append(f"- {metric}: navigator {word} {b['baseline']} (best baseline) — "
+        lines.append(f"- {metric}: navigator {word} {b['baseline']} (best other method) — "
                      f"{b['mean_method']:.3f} vs {b['mean_baseline']:.3f}, Δ {b['diff']:+.3f} "
                      f"[95% CI {b['ci_low']:+.3f}, {b['ci_high']:+.3f}], p = {b['p_value']:.4f}, n = {b['n']}")
     return lines
@@ -77,21 +100,43 @@ def verdict_lines(run: EvalRun) -> list[str]:
 
 def markdown(run: EvalRun) -> str:
     n_errors = sum(s.get("errors", 0) for s in run.summary.values())
+    answering = "offline (extractive)" if run.provider == "offline" else f"`{run.provider}` model `{run.model}`"
     parts = [
         "# c2s evaluation", "",
-        f"Tree `{run.tree}`, provider `{run.provider}`, {run.questions} questions, "
-        f"methods: {', '.join(run.methods)}.", "",
+        f"Tree `{run.tree}`, {run.questions} questions, methods: {', '.join(run.methods)}; every method "
+        f"answers with {answering}.", "",
         table(run), "",
         "## Verdict (paired bootstrap, 10,000 resamples, seed 0; win/loss at p < 0.05)", "",
         *verdict_lines(run), "",
-        "Recall@k / MRR@10 on gold document ids (navigator: its ranked fetched documents); context "
-        "recall/precision over the 5 documents each method put in context; Token F1 with SQuAD "
-        "normalisation after removing [doc_id] citations and link targets. Baselines answer with "
-        "the navigator's extractive composer over their top 3 documents. Cost: turns, tool calls, "
-        "navigation bytes read and latency per query (means).",
+        "Recall@k / MRR@10 on gold document ids (navigator: its ranked fetched documents; agentic: its "
+        "searches fused by reciprocal rank); context recall/precision over the 5 documents each method "
+        "put in context; Token F1 with SQuAD normalisation after removing [doc_id] citations and link "
+        "targets. "
+        + ("Offline, every method answers with the navigator's extractive composer over its best 3 "
+           "documents, so the comparison isolates retrieval. " if run.provider == "offline" else
+           "Flat methods answer with one call over their 5 documents in context; the navigator and the "
+           "agentic method answer at the end of their own tool loops. ")
+        + "Cost per query (means): turns, tool calls, navigation bytes read, LLM calls, tokens in / out / "
+          "cached, dollars, and latency.",
+        "",
+        f"BERTScore: {run.bertscore}." if run.bertscore else "BERTScore: not computed.",
     ]
+    if run.judge:
+        j = run.judge
+        parts += ["", f"Judge: `{j['provider']}` model `{j['model']}` (prompt {j['prompt_version']}): 1-5 scores "
+                      "scaled to 0-1 as (s-1)/4 on the last 5 documents in context (8,000 characters); "
+                      "hallucination = faithfulness < 0.6. "
+                      f"{j['calls']} calls, {j['cache_hits']} cached verdicts, {j['errors']} errors, "
+                      f"${j['cost_usd']:.4f}."]
+    else:
+        parts += ["", "Judge: none (--judge anthropic|openai adds factuality, faithfulness, judged context "
+                      "recall/precision and the hallucination rate)."]
     if n_errors:
         parts += ["", f"**{n_errors} question(s) failed** (scored as zero; see `error` in per-query.jsonl)."]
+    judge_errors = sum(s.get("judge_errors", 0) for s in run.summary.values())
+    if judge_errors:
+        parts += ["", f"**{judge_errors} judge verdict(s) failed** (left unscored; see `judge_error` in "
+                      "per-query.jsonl)."]
     return "\n".join(parts) + "\n"
 
 
@@ -108,7 +153,7 @@ def chart(run: EvalRun, path: Path) -> Path | str:
                if any(run.summary[x].get(m) is not None for x in run.methods)]
     if not metrics:
         return "skipped: no scored metric to plot"
-    fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(metrics) * max(1, len(run.methods)) / 2, 4))
+    fig, ax = plt.subplots(figsize=(min(24.0, 1.8 + 0.5 * len(metrics) * max(1, len(run.methods))), 4.5))
     width = 0.8 / len(run.methods)
     for j, method in enumerate(run.methods):
         xs, heights, lows, highs = [], [], [], []

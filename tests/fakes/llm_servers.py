@@ -128,6 +128,16 @@ def tool_use(*calls: Any, text: str = "", **kw: Any) -> Reply:
     return Reply(text=text, tool_calls=list(calls), **kw)
 
 
+def openai_unparsable_tool_call(call_id: str, name: str, raw_arguments: str) -> dict[str, Any]:
+    """A raw OpenAI chat completion calling ``name`` with arguments that are not JSON at all (the
+    Anthropic API always sends parsed objects, so only OpenAI-compatible servers can do this)."""
+    return {"id": _id("chatcmpl"), "object": "chat.completion", "created": 0, "model": "gpt-4.1",
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                "role": "assistant", "content": None, "tool_calls": [
+                    {"id": call_id, "type": "function", "function": {"name": name, "arguments": raw_arguments}}]}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+
+
 def truncated(partial: str, **kw: Any) -> Reply:
     return Reply(text=partial, stop_reason="max_tokens", **kw)
 
