@@ -173,3 +173,21 @@ def test_recall_on_wixqa_dev(built, wixqa_questions):
     print(f"RAPTOR offline on {len(wixqa_questions)} WixQA dev questions: recall@5 {recall:.3f}, MRR@10 {mrr:.3f}")
     assert recall >= RECALL5_FLOOR
     assert mrr >= MRR10_FLOOR
+
+
+def test_eval_runs_raptor_beside_a_flat_baseline_from_the_cached_tree(built, wixqa_tree):
+    from c2s_agent.evaluation import runner
+    from c2s_agent.evaluation.metrics import load_qa
+
+    from .conftest import WIXQA
+
+    _, _, cache = built
+    items = load_qa(WIXQA / "qa_dev.jsonl", limit=6)
+    run = runner.evaluate(wixqa_tree.out, items, ["raptor", "dense"], cache_dir=cache)
+    assert run.setup["raptor_from_cache"] is True and run.setup["raptor_llm_calls"] == 0
+    rows = [r for r in run.records if r["method"] == "raptor"]
+    assert len(rows) == 6 and not any(r.get("error") for r in rows)
+    for r in rows:
+        assert len(r["ranked"]) == 10 and r["context"] == r["ranked"][:5]
+        assert r["answer"] and set(r["citations"]) <= set(r["context"])
+    assert set(run.summary) == {"raptor", "dense"} and 0.0 <= run.summary["raptor"]["recall@5"] <= 1.0
