@@ -92,6 +92,8 @@ class Session:
     """One question's conversation with one model."""
 
     tool_schemas: list[dict[str, Any]] = TOOL_SCHEMAS  # the tools the model is offered
+    final_prompt = FINAL_PROMPT  # asks for the answer once the turns are spent
+    exhausted_note = "turn budget of {turns} exhausted: final answer forced"
 
     def __init__(self, provider: str, question: str, tools: TreeTools, *, budget: TurnBudget, system: str,
                  client: ChatClient, max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float | None = None):
@@ -155,30 +157,29 @@ class Session:
 
     # -- the loop -------------------------------------------------------------------------
 
-    def run(self) -> Reply:
-        answer = ""
+    def converse(self) -> str:
+        """Tool turns until the model answers, or the budget forces an answer; the answer text."""
         while True:
             if not self.budget.take():
-                self.messages.append({"role": "user", "content": FINAL_PROMPT})
-                result = self._complete(tools_allowed=False)
-                answer = self._finish(result)
-                self.notes.append(f"turn budget of {self.budget.max_turns} exhausted: final answer forced")
-                break
+                self.messages.append({"role": "user", "content": self.final_prompt})
+                answer = self._finish(self._complete(tools_allowed=False))
+                self.notes.append(self.exhausted_note.format(turns=self.budget.max_turns))
+                return answer
             result = self._complete(tools_allowed=True)
             if result.refused:
-                answer = result.text
                 self.flags.append("refusal: the model declined to answer")
-                break
-            if result.tool_calls:
-                self.messages.append(result.message())
-                for call in result.tool_calls:
-                    output, failed = self._run_tool(call)
-                    self.messages.append(tool_result(call, output, is_error=failed))
-                if self.budget.left <= 1:
-                    self.messages.append({"role": "user", "content": self.budget.reminder()})
-                continue
-            answer = self._finish(result)
-            break
+                return result.text
+            if not result.tool_calls:
+                return self._finish(result)
+            self.messages.append(result.message())
+            for call in result.tool_calls:
+                output, failed = self._run_tool(call)
+                self.messages.append(tool_result(call, output, is_error=failed))
+            if self.budget.left <= 1:
+                self.messages.append({"role": "user", "content": self.budget.reminder()})
+
+    def run(self) -> Reply:
+        answer = self.converse()
         fetched = set(self.tools.fetched)
         cited = [d for d in citations_in(answer) if d in fetched]
         return Reply(answer=answer.strip(), fetched=cited, path=self._path(cited), turns=self.calls,

@@ -442,3 +442,12 @@ def test_pricing_table():
     assert pricing.cost("qwen2.5:7b", usage) == 0.0 and not pricing.price_for("qwen2.5:7b").known
     assert pricing.price_for("anthropic/claude-sonnet-4-6").known
     assert ToolCall("a", "b", {}).error is None
+
+
+def test_an_unknown_turn_option_is_refused_before_any_request():
+    from c2s_pipeline.llm.clients import make_client
+
+    for provider in ("anthropic", "openai"):
+        client = make_client(provider, "some-model", api_key="sk-test", base_url="http://127.0.0.1:9/")
+        with pytest.raises(TypeError, match="unknown option.*temprature"):
+            client.complete([{"role": "user", "content": "hi"}], temprature=0.2)

@@ -27,7 +27,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from c2s_pipeline.llm.clients import ChatClient, ToolCall, tool_result
+from c2s_pipeline.llm.clients import ChatClient, ToolCall
 from c2s_pipeline.text import content_tokens
 
 from ..agent import TurnBudget, citations_in
@@ -132,6 +132,8 @@ class SearchSession(Session):
     """The navigator's tool-use loop (usage, stop reasons, truncation) over the search tools."""
 
     tool_schemas = SEARCH_SCHEMAS
+    final_prompt = FINAL_PROMPT
+    exhausted_note = "{turns} rounds of searches spent: final answer forced"
 
     def __init__(self, provider: str, question: str, evidence: Evidence, *, budget: TurnBudget,
                  client: ChatClient, max_tokens: int = DEFAULT_MAX_TOKENS):
@@ -145,26 +147,6 @@ class SearchSession(Session):
                                        f"the arguments of {call.name} were not a JSON object ({call.error}); "
                                        'call it again with e.g. {"query": "refund policy"}')
         return self.evidence.search(call.name, call.arguments.get("query"))
-
-    def run(self) -> str:  # type: ignore[override] - the answer text; the rest stays on the session
-        while True:
-            if not self.budget.take():
-                self.messages.append({"role": "user", "content": FINAL_PROMPT})
-                answer = self._finish(self._complete(tools_allowed=False))
-                self.notes.append(f"{self.budget.max_turns} rounds of searches spent: final answer forced")
-                return answer
-            result = self._complete(tools_allowed=True)
-            if result.refused:
-                self.flags.append("refusal: the model declined to answer")
-                return result.text
-            if not result.tool_calls:
-                return self._finish(result)
-            self.messages.append(result.message())
-            for call in result.tool_calls:
-                output, failed = self._run_tool(call)
-                self.messages.append(tool_result(call, output, is_error=failed))
-            if self.budget.left <= 1:
-                self.messages.append({"role": "user", "content": self.budget.reminder()})
 
 
 class Agentic:
@@ -197,7 +179,7 @@ class Agentic:
         else:
             session = SearchSession(self.answerer.provider, question, evidence,
                                     budget=TurnBudget(self.max_rounds), client=client)
-            answer = session.run().strip()
+            answer = session.converse().strip()
             turns, usage, flags = session.calls, session._usage(), session.flags  # noqa: SLF001
             fused = evidence.fused()
             cited = [d for d in citations_in(answer) if d in set(fused)]

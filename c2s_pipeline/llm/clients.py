@@ -36,7 +36,7 @@ import time
 import uuid
 import weakref
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence, Union
+from typing import Any, Iterable, Mapping, Sequence, TypedDict, Union, Unpack
 
 from . import pricing
 
@@ -198,6 +198,31 @@ def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
 
 
 # -- the shared client -----------------------------------------------------------------------------
+class CompleteOptions(TypedDict, total=False):
+    """The options of one model turn.
+
+    ``tool_choice``: "auto", "any", "none" or a tool name. ``json_mode`` asks for a JSON object
+    where the API has a switch for it (OpenAI ``response_format``). ``cache`` marks the tools and
+    system prompt for prompt caching; ``cache_conversation`` also marks the last message
+    (multi-turn agents re-send the whole conversation). ``model`` and ``max_tokens`` default to
+    the client's."""
+
+    system: str | None
+    tools: Sequence[ToolSpec] | None
+    tool_choice: Any
+    max_tokens: int | None
+    temperature: float | None
+    stop: Sequence[str] | None
+    model: str | None
+    json_mode: bool
+    cache: bool
+    cache_conversation: bool
+
+
+TURN_DEFAULTS: dict[str, Any] = {"system": None, "tools": None, "tool_choice": None, "temperature": None, "stop": None,
+                                 "json_mode": False, "cache": True, "cache_conversation": False}
+
+
 class ChatClient:
     """What both clients share: configuration, retries, error wording. Subclasses build the SDK
     clients, turn the neutral request into the provider's, and parse the answer."""
@@ -291,57 +316,44 @@ class ChatClient:
             await client.close()
 
     # the calls
-    def complete(self, messages: Messages, *, system: str | None = None, tools: Sequence[ToolSpec] | None = None,
-                 tool_choice: Any = None, max_tokens: int | None = None, temperature: float | None = None,
-                 stop: Sequence[str] | None = None, model: str | None = None, json_mode: bool = False,
-                 cache: bool = True, cache_conversation: bool = False) -> ChatResult:
-        """One model turn. ``tool_choice``: "auto", "any", "none" or a tool name. ``json_mode``
-        asks for a JSON object where the API has a switch for it (OpenAI ``response_format``).
-        ``cache`` marks the tools and system prompt for prompt caching; ``cache_conversation``
-        also marks the last message (multi-turn agents re-send the whole conversation)."""
-        model = model or self.model
-        kwargs = self._request(messages, system=system, tools=tools, tool_choice=tool_choice,
-                               max_tokens=max_tokens or self.default_max_tokens, temperature=temperature, stop=stop,
-                               model=model, json_mode=json_mode, cache=cache, cache_conversation=cache_conversation)
+    def complete(self, messages: Messages, **options: Unpack[CompleteOptions]) -> ChatResult:
+        """One model turn (see :class:`CompleteOptions`), retried on transient errors."""
+        model, kwargs = self._prepare(messages, options)
         attempt = 0
         while True:
             attempt += 1
             try:
                 response = self._create(self.sdk, {**kwargs, "extra_headers": _retry_header(attempt)})
-                result = self._read(response, model)
-            except Exception as err:  # noqa: BLE001 - classified below
-                delay = self._retry_delay(err, attempt)
-                time.sleep(delay)
-                continue
-            result.attempts = attempt
-            return result
+                return self._read(response, model, attempt)
+            except Exception as err:  # noqa: BLE001 - classified by _retry_delay
+                time.sleep(self._retry_delay(err, attempt))
 
-    async def acomplete(self, messages: Messages, *, system: str | None = None,
-                        tools: Sequence[ToolSpec] | None = None, tool_choice: Any = None,
-                        max_tokens: int | None = None, temperature: float | None = None,
-                        stop: Sequence[str] | None = None, model: str | None = None, json_mode: bool = False,
-                        cache: bool = True, cache_conversation: bool = False) -> ChatResult:
+    async def acomplete(self, messages: Messages, **options: Unpack[CompleteOptions]) -> ChatResult:
         """``complete`` for asyncio."""
-        model = model or self.model
-        kwargs = self._request(messages, system=system, tools=tools, tool_choice=tool_choice,
-                               max_tokens=max_tokens or self.default_max_tokens, temperature=temperature, stop=stop,
-                               model=model, json_mode=json_mode, cache=cache, cache_conversation=cache_conversation)
+        model, kwargs = self._prepare(messages, options)
         attempt = 0
         while True:
             attempt += 1
             try:
                 response = await self._create(self._async_sdk(), {**kwargs, "extra_headers": _retry_header(attempt)})
-                result = self._read(response, model)
-            except Exception as err:  # noqa: BLE001 - classified below
-                delay = self._retry_delay(err, attempt)
-                await asyncio.sleep(delay)
-                continue
+                return self._read(response, model, attempt)
+            except Exception as err:  # noqa: BLE001 - classified by _retry_delay
+                await asyncio.sleep(self._retry_delay(err, attempt))
+
+    def _prepare(self, messages: Messages, options: CompleteOptions) -> tuple[str, dict[str, Any]]:
+        """(the model asked for, the SDK's request keywords) for one turn."""
+        unknown = set(options) - set(CompleteOptions.__annotations__)
+        if unknown:
+            raise TypeError(f"unknown option(s) for a model turn: {', '.join(sorted(unknown))}")
+        model = options.get("model") or self.model
+        max_tokens = options.get("max_tokens") or self.default_max_tokens
+        return model, self._request(messages, **{**TURN_DEFAULTS, **options, "model": model, "max_tokens": max_tokens})
+
+    def _read(self, response: Any, model: str, attempt: int) -> ChatResult:
+        try:
+            result = self._parse(response, model)
             result.attempts = attempt
             return result
-
-    def _read(self, response: Any, model: str) -> ChatResult:
-        try:
-            return self._parse(response, model)
         except LLMError:
             raise
         except (AttributeError, KeyError, TypeError, ValueError, IndexError) as exc:
