@@ -191,3 +191,28 @@ def test_eval_runs_raptor_beside_a_flat_baseline_from_the_cached_tree(built, wix
         assert len(r["ranked"]) == 10 and r["context"] == r["ranked"][:5]
         assert r["answer"] and set(r["citations"]) <= set(r["context"])
     assert set(run.summary) == {"raptor", "dense"} and 0.0 <= run.summary["raptor"]["recall@5"] <= 1.0
+
+
+def test_raptor_summarises_with_the_remote_provider(corpus, tmp_path, monkeypatch):
+    """The summaries come from the same provider as the compile: here Anthropic's Messages API,
+    spoken by the local fake server, through the compiler's "summary" task."""
+    from tests.fakes.compile_model import CompileModel, task_of
+    from tests.fakes.llm_servers import FakeLLMServer
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    picked = list(range(0, len(corpus.ids), 6))[:24]  # a small spread of the sample: a quick build
+    small = Corpus([corpus.ids[i] for i in picked], [corpus.titles[i] for i in picked],
+                   [corpus.texts[i] for i in picked], [corpus.hashes[i] for i in picked])
+    model = CompileModel()
+    with FakeLLMServer("anthropic", handler=model) as server:
+        raptor = Raptor(small, tmp_path, provider="anthropic", model="claude-sonnet-4-6", base_url=server.base_url)
+        stats = raptor.prepare()
+        assert stats["summaries"] > 0 and stats["llm_calls"] == stats["summaries"] == len(server.requests)
+        assert {task_of(r) for r in server.requests} == {"summary"}
+        assert {r.body["model"] for r in server.requests} == {"claude-sonnet-4-6"}
+        tree = raptor.tree
+        summaries = [t for t, layer in zip(tree.texts, tree.layers) if layer > 0]
+        assert all("and related topics" in t for t in summaries)  # the model's titles, not a local stand-in
+        again = Raptor(small, tmp_path, provider="anthropic", model="claude-sonnet-4-6", base_url=server.base_url)
+        assert again.prepare()["from_cache"] is True and len(server.requests) == stats["llm_calls"]
