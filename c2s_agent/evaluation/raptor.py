@@ -133,17 +133,23 @@ def reduce(embeddings: np.ndarray, n_components: int, n_neighbors: int, seed: in
         return np.asarray(model.fit_transform(embeddings), dtype=np.float64)
 
 
-def optimal_clusters(points: np.ndarray, max_clusters: int = MAX_CLUSTERS, seed: int = SEED) -> int:
-    """The mixture size with the lowest BIC over 1 .. min(max_clusters, n) - 1 (the reference's range)."""
+def best_mixture(points: np.ndarray, max_clusters: int = MAX_CLUSTERS, seed: int = SEED):
+    """The fitted Gaussian mixture with the lowest BIC over 1 .. min(max_clusters, n) - 1
+    components (the reference's range)."""
     from sklearn.mixture import GaussianMixture
     from threadpoolctl import threadpool_limits
 
-    candidates = range(1, max(2, min(max_clusters, len(points))))
     # One BLAS thread: these fits are tiny, and a thread pool made them ~10x slower on 2 cores.
     with threadpool_limits(1), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        bics = [GaussianMixture(n_components=n, random_state=seed).fit(points).bic(points) for n in candidates]
-    return list(candidates)[int(np.argmin(bics))]
+        fitted = [GaussianMixture(n_components=n, random_state=seed).fit(points)
+                  for n in range(1, max(2, min(max_clusters, len(points))))]
+        return min(fitted, key=lambda m: m.bic(points))  # the first of equal BICs, as argmin
+
+
+def optimal_clusters(points: np.ndarray, max_clusters: int = MAX_CLUSTERS, seed: int = SEED) -> int:
+    """The mixture size BIC chooses."""
+    return best_mixture(points, max_clusters, seed).n_components
 
 
 def soft_memberships(probs: np.ndarray, threshold: float = THRESHOLD) -> list[np.ndarray]:
@@ -159,14 +165,12 @@ def soft_memberships(probs: np.ndarray, threshold: float = THRESHOLD) -> list[np
 def gmm_cluster(points: np.ndarray, threshold: float = THRESHOLD, seed: int = SEED,
                 max_clusters: int = MAX_CLUSTERS) -> tuple[list[np.ndarray], int]:
     """Soft labels of every point and the number of mixture components (chosen by BIC)."""
-    from sklearn.mixture import GaussianMixture
     from threadpoolctl import threadpool_limits
 
-    n = optimal_clusters(points, max_clusters, seed)
-    with threadpool_limits(1), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        probs = GaussianMixture(n_components=n, random_state=seed).fit(points).predict_proba(points)
-    return soft_memberships(probs, threshold), n
+    mixture = best_mixture(points, max_clusters, seed)
+    with threadpool_limits(1):
+        probs = mixture.predict_proba(points)
+    return soft_memberships(probs, threshold), mixture.n_components
 
 
 def soft_cluster(embeddings: np.ndarray, dim: int = REDUCTION_DIM, threshold: float = THRESHOLD,
@@ -317,7 +321,6 @@ class Raptor:
         self.llm_calls = 0
         self.llm_cached = 0  # summaries found in the per-item cache (a resumed build)
         self.timings: Counter[str] = Counter()  # seconds per build phase
-        self._doc_index = {d: i for i, d in enumerate(corpus.ids)}
 
     # -- build -------------------------------------------------------------------------------------
     def params(self) -> dict[str, Any]:
@@ -457,7 +460,7 @@ class Raptor:
         if self.answerer is None:
             self.answerer = Answerer(self.provider_name, self.model, self.base_url)
         context = ranked[:CONTEXT_DOCS]
-        answered = self.answerer.answer(question, [self.corpus.page(self._doc_index[d]) for d in context])
+        answered = self.answerer.answer(question, [self.corpus.page(self.corpus.positions[d]) for d in context])
         layers_hit = sorted({self.tree.layers[i] for i in selected})
         return Retrieved(answered.text, ranked, context, time.perf_counter() - start,
                          {"documents_in_context": len(context), "nodes_retrieved": len(selected),

@@ -48,9 +48,7 @@ def _cell(value, metric: str) -> str:
         return f"{value:,.0f}"
     if metric == "cost_usd":
         return f"${value:.4f}"
-    if metric == "llm_calls":
-        return f"{value:.1f}"
-    if metric in ("turns", "tool_calls"):
+    if metric in ("turns", "tool_calls", "llm_calls"):
         return f"{value:.1f}"
     if metric == "seconds":
         return f"{value:.2f}"

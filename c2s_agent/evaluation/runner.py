@@ -103,7 +103,7 @@ def cost_fields(usage: dict) -> dict[str, float | int]:
     return {"llm_calls": int(usage.get("llm_calls", 0)),
             "tokens_in": int(usage.get("input_tokens", 0)) + read + write,
             "tokens_out": int(usage.get("output_tokens", 0)), "tokens_cached": read,
-            "cost_usd": round(float(usage.get("cost_usd", usage.get("cost", 0.0)) or 0.0), 6)}
+            "cost_usd": round(float(usage.get("cost_usd") or 0.0), 6)}
 
 
 def evaluate(tree: Tree | str | os.PathLike[str], items: Sequence[QAItem], methods: Sequence[str] = METHODS,

@@ -277,8 +277,9 @@ def build_summaries(level: int) -> AssetsDefinition:
             targets, stale = list(range(len(groups))), {}
             summaries = runner.run("summary", inputs, ClusterSummary)
         rewritten = [groups[i][0] for i in targets]
+        kept = set(stale) - set(rewritten)
         art.write_json(art.level(level, "summary_changes.json"), {
-            "resummarised": rewritten, "staleness": {g[0]: 0 if g[0] in set(rewritten) else stale[g[0]] for g in groups}})
+            "resummarised": rewritten, "staleness": {g[0]: stale[g[0]] if g[0] in kept else 0 for g in groups}})
         frame = summary_rows(groups, inputs, summaries)
         art.write_table(art.level(level, "summarised.parquet"), frame)
         preview = [{"node": r["node_id"], "label": r["label"], "docs": r["size"], "description": r["description"][:120]}

@@ -245,7 +245,7 @@ def skill_tree(context: AssetExecutionContext, workspace: WorkspaceResource, llm
     return stage.done(
         table_version(pl.DataFrame({"path": list(files), "text": list(files.values())})),
         {"out": MetadataValue.path(str(out)), "build_mode": mode.mode, "build_reason": mode.reason, **mode.counts(),
-         **({"llm_calls_saved": manifest["build"]["llm_calls_saved"]} if "llm_calls_saved" in manifest["build"] else {}),
+         **({"llm_calls_saved": saved} if saved is not None else {}),
          "skills": stats["skills"], "levels": stats["levels"],
          "nav_files": stats["nav_files"], "see_stubs": stats["see_stubs"],
          "entity_index_entries": stats["entity_index_entries"], "largest_nav_bytes": stats["nav_bytes"]["max"],
