@@ -4,6 +4,13 @@ Accepted: a directory of ``.md .markdown .txt .html .htm .json .jsonl`` files, o
 JSON(L) records are ``{"id"?, "title"?, "text" | "contents"}``. A document's id is the source's
 ``id`` when it has one (evaluation gold ids refer to it), else the file's relative path
 (``#L<n>`` / ``#<i>`` for records), so ids stay stable across edits; ``content_hash`` detects change.
+
+What is read: regular files only, each at most ``max_file_bytes`` (:data:`MAX_FILE_BYTES`).
+Symbolic links are not followed unless ``follow_symlinks`` is set, and then only when the target
+stays inside the corpus; FIFOs, sockets and devices are never opened. Hidden entries (names
+starting with ``.``) are counted, not read; directories passed in ``exclude`` (the compile's own
+output, ``$DAGSTER_HOME``) are counted and skipped. Every other input that is not read, and every
+parse failure, is a :class:`Rejection` naming the file (and line) and the reason.
 """
 
 from __future__ import annotations
@@ -11,6 +18,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
+import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -23,6 +33,7 @@ HTML_SUFFIXES = {".html", ".htm"}
 RECORD_SUFFIXES = {".json", ".jsonl"}
 ACCEPTED_SUFFIXES = TEXT_SUFFIXES | HTML_SUFFIXES | RECORD_SUFFIXES
 MAX_ID_LENGTH = 512
+MAX_FILE_BYTES = 50 * 1024 * 1024  # per input file; larger files are rejected, never read whole
 
 
 @dataclass(frozen=True)
@@ -53,6 +64,7 @@ class IngestResult:
     rejected: list[Rejection] = field(default_factory=list)
     duplicates: list[Duplicate] = field(default_factory=list)
     ignored_hidden: int = 0
+    excluded: list[str] = field(default_factory=list)  # paths skipped because the caller excluded them
 
     def summary(self) -> dict:
         return {
@@ -60,6 +72,7 @@ class IngestResult:
             "rejected": len(self.rejected),
             "duplicate": len(self.duplicates),
             "ignored_hidden": self.ignored_hidden,
+            "excluded": len(self.excluded),
         }
 
 
@@ -67,53 +80,176 @@ class CorpusError(ValueError):
     """The corpus as a whole cannot be compiled (missing path, nothing accepted, too small)."""
 
 
-def read_corpus(path: Path) -> IngestResult:
+def read_corpus(path: Path, *, follow_symlinks: bool = False, max_file_bytes: int = MAX_FILE_BYTES,
+                exclude: Iterable[Path] = ()) -> IngestResult:
+    """Read a corpus directory (or one file). ``follow_symlinks``: read links whose target stays
+    inside the corpus (others are still rejected); ``exclude``: paths inside the corpus to skip
+    and count, e.g. the compile's output directory and ``$DAGSTER_HOME``."""
     path = Path(path)
     if not path.exists():
         raise CorpusError(f"corpus path does not exist: {path}")
-    collector = _Collector()
-    if path.is_file():
-        collector.read_file(path, path.name)
-    else:
-        for file, rel in _walk(path, collector):
+    collector = _Collector(max_file_bytes)
+    if path.is_dir():
+        for file, rel in _walk(path, collector, follow_symlinks, exclude):
             collector.read_file(file, rel)
+    else:  # named by the caller: read even through a link, but only if it is a regular file
+        collector.read_file(path, path.name)
     return collector.result
 
 
-def source_fingerprint(path: Path) -> str:
+def source_fingerprint(path: Path, *, follow_symlinks: bool = False,
+                       exclude: Iterable[Path] = ()) -> str:
     """A cheap change detector for a corpus source: names, sizes and modification times of the
-    files a compile would read (hidden ones excepted). Content hashes decide the real changes."""
+    files a compile would read (hidden and excluded ones excepted; pass the compile's
+    ``exclude`` so its own output does not count as a change). Content hashes decide the rest."""
     path = Path(path)
     if not path.exists():
         return "missing"
-    if path.is_file():
-        stat = path.stat()
-        return sha256_hex(path.name, str(stat.st_size), str(stat.st_mtime_ns))[:24]
+    if not path.is_dir():
+        stat_ = path.stat()
+        return sha256_hex(path.name, str(stat_.st_size), str(stat_.st_mtime_ns))[:24]
     parts = []
-    for file, rel in _walk(path, _Collector()):
-        stat = file.stat()
-        parts += [rel, str(stat.st_size), str(stat.st_mtime_ns)]
+    for file, rel in _walk(path, _Collector(), follow_symlinks, exclude):
+        stat_ = file.stat()
+        parts += [rel, str(stat_.st_size), str(stat_.st_mtime_ns)]
     return sha256_hex(*parts)[:24]
 
 
-def _walk(root: Path, collector: "_Collector"):
-    for dirpath, dirnames, filenames in os.walk(root):
-        # Hidden folders (.git, .cache) are not corpus content; they are counted, not listed.
-        hidden = [d for d in dirnames if d.startswith(".")]
-        collector.result.ignored_hidden += len(hidden)
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for name in sorted(filenames):
-            file = Path(dirpath) / name
-            rel = file.relative_to(root).as_posix()
-            if name.startswith("."):
+def _walk(root: Path, collector: "_Collector", follow_symlinks: bool = False,
+          exclude: Iterable[Path] = ()) -> Iterator[tuple[Path, str]]:
+    """(file, relative path) of each regular file to read, depth-first in sorted order. Every
+    entry not yielded is counted (hidden, excluded) or rejected with its reason."""
+    real_root = root.resolve()
+    # An excluded path that holds the corpus (a $DAGSTER_HOME above it) cannot exclude it all.
+    skip = {p for p in (Path(e).resolve() for e in exclude)
+            if p != real_root and p.is_relative_to(real_root)}
+    # (folder, its relative path, the real paths from the root down to it: a followed link to
+    # one of those would loop)
+    stack: list[tuple[Path, str, tuple[Path, ...]]] = [(root, "", (real_root,))]
+    while stack:
+        folder, folder_rel, chain = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            collector.reject(folder_rel or ".", f"directory cannot be read: {exc.strerror}")
+            continue
+        subdirs: list[tuple[Path, str, tuple[Path, ...]]] = []
+        for entry in entries:
+            rel = f"{folder_rel}/{entry.name}" if folder_rel else entry.name
+            if entry.name.startswith("."):
+                # Hidden files and folders (.git, .cache, .c2s) are not corpus content.
                 collector.result.ignored_hidden += 1
                 continue
-            yield file, rel
+            item, real = Path(entry.path), chain[-1] / entry.name
+            if entry.is_symlink():
+                item, reason = _link_target(item, real_root, follow_symlinks, skip)
+                if reason:
+                    collector.reject(rel, reason)
+                    continue
+                real = item
+            if real in skip:
+                collector.result.excluded.append(rel)
+                continue
+            try:
+                mode = item.stat().st_mode
+            except OSError as exc:
+                collector.reject(rel, f"cannot be read: {exc.strerror}")
+                continue
+            if stat.S_ISDIR(mode):
+                if real in chain:
+                    collector.reject(rel, "symbolic link to a folder that contains it (a loop), not followed")
+                    continue
+                subdirs.append((item, rel, (*chain, real)))
+            elif stat.S_ISREG(mode):
+                yield item, rel
+            else:
+                collector.reject(rel, f"not a regular file ({_kind(mode)}), not read")
+        stack += reversed(subdirs)
+
+
+def _link_target(link: Path, real_root: Path, follow: bool, skip: set[Path]) -> tuple[Path, str]:
+    """The resolved target of a symlink to read, or a reason not to follow it."""
+    if not follow:
+        return link, "symbolic link, not followed"
+    try:
+        target = link.resolve(strict=True)
+    except (OSError, RuntimeError):  # dangling, or a loop of links
+        return link, "symbolic link whose target does not exist, not followed"
+    if not target.is_relative_to(real_root):
+        return link, "symbolic link to a path outside the corpus, not followed"
+    inside = target.relative_to(real_root).parts
+    if any(part.startswith(".") for part in inside):
+        return link, "symbolic link into a hidden path, not followed"
+    if any(target == p or target.is_relative_to(p) for p in skip):
+        return link, "symbolic link into an excluded directory, not followed"
+    return target, ""
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a file or directory"
+
+
+def _read_regular(file: Path, limit: int) -> bytes | str:
+    """The file's bytes, or a rejection reason. Opened non-blocking and checked after opening, so
+    a FIFO swapped in after the walk cannot hang the read."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(file, flags)
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror}"
+    with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            return f"not a regular file ({_kind(mode)}), not read"
+        size = os.fstat(fd).st_size
+        if size > limit:
+            return _too_large(size, limit)
+        raw = f.read(limit + 1)  # the file may have grown since fstat
+    if len(raw) > limit:
+        return _too_large(len(raw), limit)
+    return raw
+
+
+def _too_large(size: int, limit: int) -> str:
+    return f"file too large: {size:,} bytes, over the {limit:,}-byte cap per file"
+
+
+def _too_deep_at(content: str) -> tuple[int, int]:
+    """(line, column) where JSON nesting first gets deeper than Python's recursion limit lets
+    ``json`` parse; only called after that parse failed."""
+    limit = max(sys.getrecursionlimit() - 100, 1)
+    depth, line, col, in_string, escaped = 0, 1, 0, False, False
+    for c in content:
+        col += 1
+        if c == "\n":
+            line, col = line + 1, 0
+        elif in_string:
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string, escaped = True, False
+        elif c in "[{":
+            depth += 1
+            if depth > limit:
+                return line, col
+        elif c in "]}":
+            depth -= 1
+    return line, col
 
 
 class _Collector:
-    def __init__(self) -> None:
+    def __init__(self, max_file_bytes: int = MAX_FILE_BYTES) -> None:
         self.result = IngestResult()
+        self.max_file_bytes = max_file_bytes
         self._ids: dict[str, str] = {}  # doc_id → source where first defined
         self._texts: dict[str, str] = {}  # normalised text hash → doc_id
 
@@ -126,7 +262,10 @@ class _Collector:
             accepted = " ".join(sorted(ACCEPTED_SUFFIXES))
             self.reject(rel, f"unsupported file type '{suffix or file.name}' (accepted: {accepted})")
             return
-        raw = file.read_bytes()
+        raw = _read_regular(file, self.max_file_bytes)
+        if isinstance(raw, str):
+            self.reject(rel, raw)
+            return
         if not raw.strip():
             self.reject(rel, "empty file")
             return
@@ -138,13 +277,20 @@ class _Collector:
         except UnicodeDecodeError as exc:
             self.reject(rel, f"not valid UTF-8 text (undecodable byte at offset {exc.start})")
             return
+        try:
+            self.parse(content, suffix, rel)
+        except Exception as exc:  # one bad file must never stop the compile
+            self.reject(rel, f"could not be parsed: {type(exc).__name__}: {str(exc)[:200]}")
+
+    def parse(self, content: str, suffix: str, rel: str) -> None:
         if suffix in TEXT_SUFFIXES:
             self.add(rel, "", content, rel)
         elif suffix in HTML_SUFFIXES:
             title, text = html_to_text(content)
             self.add(rel, title, text, rel)
         elif suffix == ".jsonl":
-            for lineno, line in enumerate(content.splitlines(), start=1):
+            # Only '\n' ends a record: str.splitlines would also split inside strings at U+2028.
+            for lineno, line in enumerate(content.split("\n"), start=1):
                 if line.strip():
                     self.read_record_text(line, rel, f"{rel}:{lineno}", f"{rel}#L{lineno}")
         else:
@@ -155,6 +301,13 @@ class _Collector:
             data = json.loads(content)
         except json.JSONDecodeError as exc:
             self.reject(f"{rel}:{exc.lineno}", f"malformed JSON: {exc.msg} (column {exc.colno})")
+            return
+        except RecursionError:
+            line, col = _too_deep_at(content)
+            self.reject(f"{rel}:{line}", f"malformed JSON: nested too deeply to parse (by column {col})")
+            return
+        except ValueError as exc:  # e.g. an integer with more digits than Python converts
+            self.reject(rel, f"malformed JSON: {str(exc)[:200]}")
             return
         if isinstance(data, list):
             for i, record in enumerate(data):
@@ -167,6 +320,13 @@ class _Collector:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             self.reject(source, f"malformed JSON line: {exc.msg} (column {exc.colno})")
+            return
+        except RecursionError:
+            _, col = _too_deep_at(line)
+            self.reject(source, f"malformed JSON line: nested too deeply to parse (by column {col})")
+            return
+        except ValueError as exc:
+            self.reject(source, f"malformed JSON line: {str(exc)[:200]}")
             return
         self.read_record(record, rel, source, fallback_id)
 
@@ -201,6 +361,12 @@ class _Collector:
         if not text:
             self.reject(source, "no text (empty after trimming whitespace)")
             return
+        for name, value in (("id", doc_id), ("title", title), ("text", text)):
+            try:  # JSON escapes can spell lone surrogates, which no UTF-8 file can hold
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                self.reject(source, f"{name} is not valid Unicode (unpaired surrogate at character {exc.start})")
+                return
         if doc_id in self._ids:
             self.reject(source, f"duplicate id '{doc_id}' (first defined at {self._ids[doc_id]})")
             return
