@@ -97,11 +97,11 @@ class CorpusArtifacts:
 
 
 _STAGE_ORDER = {"documents": 0, "doc_cards": 1, "doc_embeddings": 2, "clusters": 0, "summaries": 1,
-                "repartition": 2, "entities": 1000, "skill_tree": 1001}
+                "repartition": 2, "entities": 1000, "staged_tree": 1001, "skill_tree": 1002}
 
 
 def stage_rank(name: str) -> int:
-    """documents < doc_cards < doc_embeddings < clusters/level_1 < summaries/level_1 < … < skill_tree."""
+    """documents < doc_cards < doc_embeddings < clusters/level_1 < summaries/level_1 < … < staged_tree < skill_tree."""
     stage, _, level = name.partition("/level_")
     return 10 * (int(level) + 1) + _STAGE_ORDER[stage] if level else _STAGE_ORDER.get(stage, 999)
 

@@ -1,17 +1,31 @@
-"""Keeping compiled trees current: a sensor that adds and recompiles changed corpora, and a
-nightly schedule that recompiles whatever changed since the last compile.
+"""What a compile run of one corpus is, and when one is needed.
 
-Both compare each registered corpus's source fingerprint with the one its last compile
-recorded, so an unchanged corpus never gets a run; ``run_key`` makes a change request one run.
+Every launch path — ``c2s compile``, the corpus sensor, the nightly schedule, a backfill, the UI
+— runs the one ``compile_corpus`` job, and the paths c2s launches itself build the run from the
+corpus registration with :func:`compile_run_config` and :func:`compile_tags`. A run that comes
+with no config (a backfill, the launchpad) reads the same registration in its resources.
+
+One rule, :func:`compile_decision`, says whether a corpus needs a run: its *state* (source
+fingerprint + registered settings) differs from the state its last successful ``skill_tree``
+materialization recorded, no run of it is in flight, and the last run of that very state did
+not fail (a failed corpus waits for its source or settings to change).
 """
 
+from __future__ import annotations
+
 import os
+from dataclasses import dataclass
+from pathlib import Path
 
 from dagster import (
+    AssetRecordsFilter,
     AssetSelection,
+    DagsterInstance,
+    DagsterRunStatus,
     DefaultScheduleStatus,
     DefaultSensorStatus,
     RunRequest,
+    RunsFilter,
     ScheduleEvaluationContext,
     SensorEvaluationContext,
     SensorResult,
@@ -20,60 +34,125 @@ from dagster import (
     schedule,
     sensor,
 )
-
 from dagster_aws.s3 import S3Resource
 
 from .assets import compile_assets
-from .assets.corpus import corpus_fingerprint
+from .assets.corpus import corpus_fingerprint, corpus_state
+from .assets.graph import SKILL_TREE
+from .assets.publish import STATE_METADATA
 from .partitions import corpus_partitions
 from .resources import WorkspaceResource
+from .workspace import CorpusSpec
 
 NIGHTLY_CRON = os.environ.get("C2S_NIGHTLY_CRON", "0 2 * * *")
+JOB_NAME = "compile_corpus"
+CORPUS_TAG = "c2s/corpus"  # the run coordinator allows one run in flight per value
+STATE_TAG = "c2s/state"
+TRIGGER_TAG = "c2s/trigger"
+IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
+             DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
 
 compile_job = define_asset_job(
-    "compile_corpus", selection=AssetSelection.assets(*compile_assets), partitions_def=corpus_partitions,
-    description="Compile one corpus partition into its skill tree.",
+    JOB_NAME, selection=AssetSelection.assets(*compile_assets), partitions_def=corpus_partitions,
+    description="Compile one corpus partition into its skill tree, with the settings it was registered with.",
 )
 
 
-def changed_corpora(workspace: WorkspaceResource, s3: S3Resource, log) -> dict[str, str]:
-    """Registered corpora whose source differs from what their last compile read: name → fingerprint."""
-    changed = {}
+def compile_run_config(spec: CorpusSpec, home: str | Path, full: bool = False) -> dict:
+    """The registration as run config, so the run shows (and a re-execution reuses) its settings."""
+    config: dict = {"resources": {"workspace": {"config": {"home": str(home)}},
+                                  "llm": {"config": spec.llm.model_dump(exclude_none=True)}}}
+    if full:
+        config["ops"] = {"clusters__level_1": {"config": {"full": True}}}
+    return config
+
+
+def compile_tags(spec: CorpusSpec, trigger: str, state: str | None = None) -> dict[str, str]:
+    return {CORPUS_TAG: spec.name, TRIGGER_TAG: trigger, **({STATE_TAG: state} if state else {})}
+
+
+@dataclass(frozen=True)
+class Decision:
+    needed: bool
+    reason: str
+    state: str | None = None
+
+
+def runs_in_flight(instance: DagsterInstance, corpus: str) -> list:
+    return list(instance.get_runs(RunsFilter(tags={CORPUS_TAG: corpus}, statuses=IN_FLIGHT), limit=5))
+
+
+def compiled_state(instance: DagsterInstance, corpus: str) -> str | None:
+    """The state the corpus's last successful compile recorded, if any."""
+    records = instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=SKILL_TREE, asset_partitions=[corpus]), limit=1).records
+    if not records:
+        return None
+    entry = records[0].asset_materialization.metadata.get(STATE_METADATA)
+    return entry.value if entry is not None else None
+
+
+def compile_decision(spec: CorpusSpec, instance: DagsterInstance, s3: S3Resource) -> Decision:
+    """Whether ``spec`` needs a compile run now, and why (the one rule the sensor and the
+    schedule share)."""
+    fingerprint = corpus_fingerprint(spec.source, s3)
+    if fingerprint == "missing":
+        return Decision(False, f"source {spec.source} does not exist")
+    state = corpus_state(spec, fingerprint)
+    busy = runs_in_flight(instance, spec.name)
+    if busy:
+        return Decision(False, f"a compile is in flight (run {busy[0].run_id})", state)
+    if compiled_state(instance, spec.name) == state:
+        return Decision(False, "up to date", state)
+    failed = list(instance.get_runs(RunsFilter(tags={CORPUS_TAG: spec.name, STATE_TAG: state},
+                                               statuses=[DagsterRunStatus.FAILURE]), limit=1))
+    if failed:
+        return Decision(False, f"its last compile failed (run {failed[0].run_id}); waiting for its source or "
+                               "settings to change", state)
+    return Decision(True, "source or settings changed since the last compile", state)
+
+
+def _requests(context, workspace: WorkspaceResource, s3: S3Resource, trigger: str, run_key, known: set[str]):
+    requests, skipped = [], []
     for name, spec in sorted(workspace.workspace.corpora().items()):
-        current = corpus_fingerprint(spec.source, s3)
-        if current == "missing":
-            log.warning(f"corpus '{name}': source {spec.source} does not exist; skipped")
+        if name not in known:
             continue
-        recorded = workspace.artifacts(name).root / "source_fingerprint.json"
-        last = workspace.artifacts(name).read_json("source_fingerprint.json")["fingerprint"] if recorded.exists() else None
-        if current != last:
-            changed[name] = current
-    return changed
+        decision = compile_decision(spec, context.instance, s3)
+        if not decision.needed:
+            skipped.append(f"{name}: {decision.reason}")
+            continue
+        requests.append(RunRequest(partition_key=name, run_key=run_key(name, decision.state),
+                                   run_config=compile_run_config(spec, workspace.home),
+                                   tags=compile_tags(spec, trigger, decision.state)))
+    for line in skipped:
+        context.log.info(f"no run for corpus {line}")
+    return requests, skipped
 
 
 @sensor(job=compile_job, minimum_interval_seconds=60, default_status=DefaultSensorStatus.RUNNING,
         description="Adds each corpus registered in $DAGSTER_HOME/corpora.yaml as a partition and "
-                    "requests a compile when its source changes.")
+                    "requests a compile when its source or settings change.")
 def corpus_sensor(context: SensorEvaluationContext, workspace: WorkspaceResource, s3: S3Resource):
     known = set(context.instance.get_dynamic_partitions(corpus_partitions.name))
     registered = set(workspace.workspace.corpora())
     new = sorted(registered - known)
-    changed = changed_corpora(workspace, s3, context.log)
-    requests = [RunRequest(partition_key=name, run_key=f"{name}:{fp}", tags={"c2s/trigger": "sensor"})
-                for name, fp in changed.items()]
+    requests, skipped = _requests(context, workspace, s3, "sensor", lambda name, state: f"{name}:{state}",
+                                  known | set(new))
     if not new and not requests:
-        return SkipReason(f"{len(registered)} corpora registered, none changed")
+        return SkipReason(f"{len(registered)} corpora registered, none needs a compile"
+                          + (f" ({'; '.join(skipped)})" if skipped else ""))
     return SensorResult(run_requests=requests,
                         dynamic_partitions_requests=[corpus_partitions.build_add_request(new)] if new else [])
 
 
 @schedule(job=compile_job, cron_schedule=NIGHTLY_CRON, default_status=DefaultScheduleStatus.RUNNING,
-          description="Nightly recompile of every corpus whose source changed (cron: $C2S_NIGHTLY_CRON).")
+          description="Nightly recompile of every corpus whose source or settings changed "
+                      "(cron: $C2S_NIGHTLY_CRON).")
 def nightly_recompile(context: ScheduleEvaluationContext, workspace: WorkspaceResource, s3: S3Resource):
     known = set(context.instance.get_dynamic_partitions(corpus_partitions.name))
-    changed = {n: fp for n, fp in changed_corpora(workspace, s3, context.log).items() if n in known}
-    if not changed:
-        return SkipReason("no registered corpus changed since its last compile")
     stamp = context.scheduled_execution_time.strftime("%Y-%m-%d") if context.scheduled_execution_time else ""
-    return [RunRequest(partition_key=name, run_key=f"nightly:{stamp}:{name}:{fp}", tags={"c2s/trigger": "nightly"})
-            for name, fp in changed.items()]
+    requests, skipped = _requests(context, workspace, s3, "nightly",
+                                  lambda name, state: f"nightly:{stamp}:{name}:{state}", known)
+    if not requests:
+        return SkipReason("no registered corpus needs a compile" + (f" ({'; '.join(skipped)})" if skipped else ""))
+    return requests

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -48,53 +49,64 @@ def _fail(message: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
+# Options shared by the commands that write a corpus registration; each left out keeps the
+# registered value (or the default, for a new corpus).
+OutOpt = Annotated[Optional[Path], typer.Option("--out", help="output tree (default: $DAGSTER_HOME/trees/NAME)")]
+ProviderOpt = Annotated[Optional[str], typer.Option(
+    "--provider", help="LLM provider for compile tasks: offline (default), anthropic (ANTHROPIC_API_KEY) or "
+                       "openai (OPENAI_API_KEY)")]
+ModelOpt = Annotated[Optional[str], typer.Option("--model", help="model for real providers (anthropic default: "
+                                                                 "claude-sonnet-4-6)")]
+CardModelOpt = Annotated[Optional[str], typer.Option("--card-model", help="a cheaper model for the per-document "
+                                                                          "cards (default: --model)")]
+BaseUrlOpt = Annotated[Optional[str], typer.Option("--base-url", help="API endpoint, e.g. an OpenAI-compatible "
+                                                                      "server at http://localhost:8000/v1")]
+ConcurrencyOpt = Annotated[Optional[int], typer.Option("--concurrency", min=1,
+                                                       help="LLM calls in flight at once (default 20)")]
+MaxCostOpt = Annotated[Optional[float], typer.Option("--max-cost", min=0.0, help="stop (resumably) before spending "
+                                                                                "more than this many US dollars")]
+POpt = Annotated[Optional[int], typer.Option("--p", help="branching ratio (default 10)")]
+KOpt = Annotated[Optional[int], typer.Option("--k", help="maximum number of top-level skills (default 10)")]
+TauOpt = Annotated[Optional[float], typer.Option("--tau", help="soft-assignment cosine margin (default 0.05)")]
+PublishOpt = Annotated[Optional[str], typer.Option("--publish", help="also publish the tree to s3://bucket/prefix/")]
+
+
 @app.command("compile")
 def compile_command(
     path: str = typer.Argument(..., help="a directory of .md .txt .html .json .jsonl files, one such file, "
                                           "or an s3://bucket/prefix/"),
     corpus: str = typer.Option(..., "--corpus", help="partition name for this corpus"),
-    out: Optional[Path] = typer.Option(None, "--out", help="output tree (default: $DAGSTER_HOME/trees/NAME)"),
-    provider: str = typer.Option("offline", "--provider", help="LLM provider for compile tasks: offline, anthropic "
-                                                                "(ANTHROPIC_API_KEY) or openai (OPENAI_API_KEY)"),
-    model: str = typer.Option("", "--model", help="model for real providers (anthropic default: claude-sonnet-4-6)"),
-    card_model: Optional[str] = typer.Option(None, "--card-model", help="a cheaper model for the per-document "
-                                                                        "cards (default: --model)"),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="API endpoint, e.g. an OpenAI-compatible "
-                                                                    "server at http://localhost:8000/v1"),
-    concurrency: int = typer.Option(20, "--concurrency", min=1, help="LLM calls in flight at once"),
-    max_cost: Optional[float] = typer.Option(None, "--max-cost", min=0.0, help="stop (resumably) before spending "
-                                                                              "more than this many US dollars"),
+    out: OutOpt = None, provider: ProviderOpt = None, model: ModelOpt = None, card_model: CardModelOpt = None,
+    base_url: BaseUrlOpt = None, concurrency: ConcurrencyOpt = None, max_cost: MaxCostOpt = None,
     dry_run: bool = typer.Option(False, "--dry-run", help="estimate calls, tokens and dollars per stage; call "
                                                           "nothing, compile nothing"),
-    p: int = typer.Option(10, "--p", help="branching ratio"),
-    k: int = typer.Option(10, "--k", help="maximum number of top-level skills"),
-    tau: float = typer.Option(0.05, "--tau", help="soft-assignment cosine margin"),
-    publish: Optional[str] = typer.Option(None, "--publish", help="also publish the tree to s3://bucket/prefix/"),
+    p: POpt = None, k: KOpt = None, tau: TauOpt = None, publish: PublishOpt = None,
     full: bool = typer.Option(False, "--full", help="rebuild from scratch instead of updating the published tree"),
     as_json: bool = typer.Option(False, "--json", help="print the manifest (or the --dry-run estimate) as JSON"),
 ) -> None:
-    """Compile PATH into a skill tree by materializing the Dagster asset graph for --corpus."""
+    """Compile PATH into a skill tree: register it (with these settings) and run the compile_corpus job for
+    --corpus. Settings left out keep the corpus's registered ones."""
     from .compiler import CompileError, compile_corpus
 
     workspace = Workspace()
-    spec = _spec(workspace, path, corpus, out, p=p, k=k, tau=tau, publish=publish)
-    llm = dict(provider=provider, model=model, card_model=card_model, base_url=base_url, concurrency=concurrency,
-               max_cost=max_cost)
+    spec = _spec(workspace, corpus, path, out, dict(p=p, k=k, tau=tau, publish=publish),
+                 dict(provider=provider, model=model, card_model=card_model, base_url=base_url,
+                      concurrency=concurrency, max_cost=max_cost))
     if dry_run:
         try:
-            estimate = compile_corpus(spec, workspace, dry_run=True, **llm)
+            estimate = compile_corpus(spec, workspace, dry_run=True)
         except CompileError as exc:
             _fail(str(exc))
         if as_json:
             typer.echo(json.dumps(estimate, indent=2, ensure_ascii=False))
         else:
-            print_estimate(estimate, max_cost)
+            print_estimate(estimate, spec.llm.max_cost)
         return
     with Progress(TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.fields[detail]}"), console=console, transient=True, disable=as_json) as bars:
         stage_progress.set_listener(_Bars(bars))
         try:
-            manifest = compile_corpus(spec, workspace, full=full, **llm)
+            manifest = compile_corpus(spec, workspace, full=full)
         except CompileError as exc:
             _fail(str(exc))
         finally:
@@ -105,62 +117,100 @@ def compile_command(
         print_summary(manifest, Path(spec.out))
 
 
-def _spec(workspace: Workspace, path: str, corpus: str, out: Path | None, **params) -> CorpusSpec:
-    """A corpus spec from command-line values; a missing path or a bad value ends the command."""
+def _spec(workspace: Workspace, corpus: str, path: str | None, out: Path | None, params: dict,
+          llm: dict) -> CorpusSpec:
+    """The corpus's registration with the values given on the command line on top; a missing
+    path, an unregistered corpus without a path, or a bad value ends the command."""
     from .storage import is_s3
 
-    if not is_s3(path) and not Path(path).exists():
+    registered = workspace.corpora().get(corpus)
+    if path is None and registered is None:
+        _fail(f"corpus '{corpus}' is not registered in {workspace.registry_path}; register it with: "
+              f"c2s corpus add PATH --corpus {corpus}")
+    if path is not None and not is_s3(path) and not Path(path).exists():
         _fail(f"corpus path does not exist: {path}")
+    base = registered.model_dump(exclude={"name"}) if registered else {}
+    if path is not None:
+        base["source"] = path if is_s3(path) else str(Path(path).resolve())
+    if out is not None or "out" not in base:
+        base["out"] = str((out or workspace.home / "trees" / corpus).resolve())
+    base.update({k: v for k, v in params.items() if v is not None})
+    base["llm"] = {**base.get("llm", {}), **{k: v for k, v in llm.items() if v is not None}}
     try:
-        return CorpusSpec(name=corpus, source=path if is_s3(path) else str(Path(path).resolve()),
-                          out=str((out or workspace.home / "trees" / corpus).resolve()), **params)
+        return CorpusSpec(name=corpus, **base)
     except ValidationError as exc:
-        _fail("; ".join(f"--{e['loc'][0]}: {e['msg']}" for e in exc.errors()), 2)
+        _fail("; ".join(f"--{'-'.join(str(part) for part in e['loc'][-1:])}: {e['msg']}" for e in exc.errors()), 2)
 
 
-corpus_app = typer.Typer(help="Register corpora as partitions without compiling them (then backfill them from "
-                              "the Dagster UI or CLI, or let the sensor compile them).", no_args_is_help=True)
+corpus_app = typer.Typer(help="Register corpora as partitions and set how each is compiled (then compile them "
+                              "with c2s compile, backfill them from the Dagster UI or CLI, or let the sensor "
+                              "compile them).", no_args_is_help=True)
 app.add_typer(corpus_app, name="corpus")
+
+
+def _register(workspace: Workspace, spec: CorpusSpec) -> None:
+    from .compiler import open_instance
+    from .partitions import corpus_partitions
+
+    workspace.register(spec)
+    instance = open_instance(workspace)
+    added = not instance.has_dynamic_partition(corpus_partitions.name, spec.name)
+    if added:
+        instance.add_dynamic_partitions(corpus_partitions.name, [spec.name])
+    llm = spec.llm.model_dump(exclude_none=True, exclude_defaults=True)
+    console.print(f"{'added' if added else 'updated'} corpus partition [bold]{escape(spec.name)}[/] "
+                  f"({escape(spec.source)} → {escape(spec.out)}; p={spec.p} k={spec.k} tau={spec.tau}"
+                  + (f"; llm {escape(json.dumps(llm))}" if llm else "; llm offline")
+                  + f") in {escape(str(workspace.home))}", highlight=False, soft_wrap=True)
 
 
 @corpus_app.command("add")
 def corpus_add_command(
     path: str = typer.Argument(..., help="the corpus source: a directory, a file, or s3://bucket/prefix/"),
     corpus: str = typer.Option(..., "--corpus", help="partition name for this corpus"),
-    out: Optional[Path] = typer.Option(None, "--out", help="output tree (default: $DAGSTER_HOME/trees/NAME)"),
-    p: int = typer.Option(10, "--p", help="branching ratio"),
-    k: int = typer.Option(10, "--k", help="maximum number of top-level skills"),
-    tau: float = typer.Option(0.05, "--tau", help="soft-assignment cosine margin"),
-    publish: Optional[str] = typer.Option(None, "--publish", help="also publish the tree to s3://bucket/prefix/"),
+    out: OutOpt = None, provider: ProviderOpt = None, model: ModelOpt = None, card_model: CardModelOpt = None,
+    base_url: BaseUrlOpt = None, concurrency: ConcurrencyOpt = None, max_cost: MaxCostOpt = None,
+    p: POpt = None, k: KOpt = None, tau: TauOpt = None, publish: PublishOpt = None,
 ) -> None:
-    """Register PATH in corpora.yaml and add it as a `corpus` partition of the Dagster instance."""
-    from .compiler import open_instance
-    from .partitions import corpus_partitions
-
+    """Register PATH in corpora.yaml, with the settings every run of it compiles with, and add it as a
+    `corpus` partition of the Dagster instance."""
     workspace = Workspace()
-    spec = _spec(workspace, path, corpus, out, p=p, k=k, tau=tau, publish=publish)
-    workspace.register(spec)
-    instance = open_instance(workspace)
-    added = not instance.has_dynamic_partition(corpus_partitions.name, spec.name)
-    if added:
-        instance.add_dynamic_partitions(corpus_partitions.name, [spec.name])
-    console.print(f"{'added' if added else 'updated'} corpus partition [bold]{spec.name}[/] ({spec.source} → {spec.out}) "
-                  f"in {workspace.home}", highlight=False, soft_wrap=True)
+    _register(workspace, _spec(workspace, corpus, path, out, dict(p=p, k=k, tau=tau, publish=publish),
+                               dict(provider=provider, model=model, card_model=card_model, base_url=base_url,
+                                    concurrency=concurrency, max_cost=max_cost)))
+
+
+@corpus_app.command("set")
+def corpus_set_command(
+    corpus: str = typer.Argument(..., help="a registered corpus"),
+    source: Optional[str] = typer.Option(None, "--source", help="a new source: directory, file or s3:// prefix"),
+    out: OutOpt = None, provider: ProviderOpt = None, model: ModelOpt = None, card_model: CardModelOpt = None,
+    base_url: BaseUrlOpt = None, concurrency: ConcurrencyOpt = None, max_cost: MaxCostOpt = None,
+    p: POpt = None, k: KOpt = None, tau: TauOpt = None, publish: PublishOpt = None,
+) -> None:
+    """Change how a registered corpus is compiled; the next run from any launcher uses the new settings
+    (the sensor sees the change and requests one)."""
+    workspace = Workspace()
+    _register(workspace, _spec(workspace, corpus, source, out, dict(p=p, k=k, tau=tau, publish=publish),
+                               dict(provider=provider, model=model, card_model=card_model, base_url=base_url,
+                                    concurrency=concurrency, max_cost=max_cost)))
 
 
 @corpus_app.command("list")
 def corpus_list_command() -> None:
-    """The registered corpora and whether each is a partition of the instance."""
+    """The registered corpora, their settings, and whether each is a partition of the instance."""
     from .compiler import open_instance
     from .partitions import corpus_partitions
 
     workspace = Workspace()
     partitions = set(open_instance(workspace).get_dynamic_partitions(corpus_partitions.name))
     table = Table(show_header=True)
-    for column in ("corpus", "source", "out", "p", "k", "partition"):
+    for column in ("corpus", "source", "out", "p", "k", "tau", "llm", "partition"):
         table.add_column(column)
     for name, spec in sorted(workspace.corpora().items()):
-        table.add_row(name, spec.source, spec.out, str(spec.p), str(spec.k), "yes" if name in partitions else "no")
+        llm = spec.llm.provider + (f" {spec.llm.model}" if spec.llm.model else "")
+        table.add_row(*(escape(v) for v in (name, spec.source, spec.out, str(spec.p), str(spec.k), str(spec.tau),
+                                            llm, "yes" if name in partitions else "no")))
     Console().print(table)
 
 

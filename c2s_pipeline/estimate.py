@@ -89,7 +89,7 @@ def estimate_compile(spec: CorpusSpec, workspace: Workspace, llm: LLMResource, d
     if len(documents) < spec.p:
         raise CorpusError(f"corpus '{spec.name}' has {len(documents)} documents, fewer than the branching ratio "
                           f"p={spec.p}: nothing to cluster; lower --p or add documents")
-    provider = llm.build_provider(require_key=False)
+    provider = llm.build_provider(llm.settings(spec.llm), require_key=False)
     try:
         return _Estimator(spec, workspace, provider).run(list(documents))
     finally:

@@ -24,7 +24,6 @@ from .artifacts import CorpusArtifacts
 PUBLISHED = "published"
 DRIFT_SHARE = 0.2  # share of documents changed since the last full build that forces a rebuild
 COHESION_DROP = 0.05  # mean level-1 cohesion this far below the full build's forces a rebuild
-FULL_TAG = "c2s/full"
 # A kept cluster's summary (label, description, entities) is rewritten once this share of its
 # members changed since it was written: one new page in a ten-page leaf is listed in the leaf's
 # INDEX.md at once but does not change what the leaf is about; accumulated change does.

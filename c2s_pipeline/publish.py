@@ -1,31 +1,79 @@
 """Publishing a rendered tree: staged beside the live one, swapped in by renames, so readers
-never see a half-written tree and a crash before the swap leaves the old tree serving."""
+never see a half-written tree and a crash before the swap leaves the old tree serving.
+
+A published tree carries a marker naming its corpus; c2s replaces only a folder that holds the
+marker of the same corpus (or is empty, or absent), never anything else a user points --out at.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
 
 from .layout import MANIFEST_FILE
 
+MARKER_FILE = ".c2s-tree"
+
+
+class OutputError(ValueError):
+    """The output path is not one c2s may write to; the message says why."""
+
+
+def staged_path(out: Path) -> Path:
+    """Where a corpus's next tree is rendered and checked: beside ``out``, so the swap is a rename."""
+    out = Path(out)
+    return out.parent / f".{out.name}.staged"
+
 
 def staging_dir(out: Path) -> Path:
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    stage = out.parent / f".{out.name}.staging-{os.getpid()}"
+    stage = staged_path(out)
+    stage.parent.mkdir(parents=True, exist_ok=True)
     if stage.exists():
         shutil.rmtree(stage)
     stage.mkdir()
     return stage
 
 
-def publish(stage: Path, out: Path) -> None:
+def tree_owner(out: Path) -> str | None:
+    """The corpus whose published tree ``out`` is, or None when c2s did not publish it."""
+    for name, required in ((MARKER_FILE, "corpus"), (MANIFEST_FILE, "c2s_version")):  # manifest: older trees
+        try:
+            found = json.loads((Path(out) / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(found, dict) and required in found and isinstance(found.get("corpus"), str):
+            return found["corpus"]
+    return None
+
+
+def check_output(out: Path, corpus: str) -> None:
+    """Refuse, before any work, an output path c2s must not replace."""
     out = Path(out)
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise OutputError(f"--out {out} is not a directory; choose a folder for the compiled tree")
+    if not out.exists() or not any(out.iterdir()):
+        return
+    owner = tree_owner(out)
+    if owner is None:
+        raise OutputError(f"refusing to replace {out}: it is not empty and is not a tree c2s published "
+                          f"(no {MARKER_FILE}); choose an empty or new folder for --out")
+    if owner != corpus:
+        raise OutputError(f"refusing to replace {out}: it holds the published tree of corpus '{owner}', "
+                          f"not '{corpus}'")
+
+
+def publish(stage: Path, out: Path, corpus: str) -> None:
+    out = Path(out)
+    try:
+        check_output(out, corpus)
+    except OutputError:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    (stage / MARKER_FILE).write_text(json.dumps({"corpus": corpus, "manifest": MANIFEST_FILE}) + "\n",
+                                     encoding="utf-8")
     if out.exists():
-        if any(out.iterdir()) and not (out / MANIFEST_FILE).exists():
-            shutil.rmtree(stage)
-            raise FileExistsError(f"refusing to replace {out}: it is not empty and holds no c2s {MANIFEST_FILE}")
         previous = out.parent / f".{out.name}.previous-{os.getpid()}"
         os.replace(out, previous)
         os.replace(stage, out)

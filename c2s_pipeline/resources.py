@@ -1,6 +1,6 @@
 """Dagster resources: the workspace (registry, artifacts, cache), the LLM provider, the encoder.
 
-Providers swap by configuration: ``LLMResource(provider="offline")`` is the embedded default.
+Providers swap by configuration: the ``offline`` provider is the embedded default.
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ from .artifacts import CorpusArtifacts
 from .encoder import BUNDLED_MODEL, Encoder
 from .llm.base import CompileProvider
 from .llm.offline import OfflineProvider
-from .workspace import CorpusSpec, Workspace, default_home
+from .workspace import CorpusSpec, LLMSettings, Workspace, default_home
 
-PROVIDERS = ("offline", "anthropic", "openai")
 
 class WorkspaceResource(ConfigurableResource):
     """The c2s home: corpus registry (corpora.yaml), stage artifacts, per-item cache."""
@@ -38,62 +37,79 @@ class WorkspaceResource(ConfigurableResource):
         return CorpusArtifacts(self.workspace.artifacts(name))
 
 
+
 class LLMResource(ConfigurableResource):
     """Which LLM does the compile tasks (cards, summaries, repartition, entities).
 
-    ``offline`` needs nothing. ``anthropic`` reads ANTHROPIC_API_KEY (or ``api_key``, e.g.
-    ``EnvVar("ANTHROPIC_API_KEY")``); ``openai`` reads OPENAI_API_KEY and, with ``base_url`` (or
-    OPENAI_BASE_URL), serves any OpenAI-compatible server such as vLLM, Ollama or llama.cpp."""
+    A field left unset takes the corpus registration's value (``LLMSettings`` in corpora.yaml),
+    so a run launched with no config — a backfill, the UI launchpad — compiles a corpus exactly
+    as the runs that the CLI, the sensor and the schedule launch, which pass the registration
+    as this resource's run config. API keys come from the environment: ANTHROPIC_API_KEY /
+    OPENAI_API_KEY (or ``api_key``, e.g. ``EnvVar("ANTHROPIC_API_KEY")``)."""
 
-    provider: str = Field("offline", description="offline (extractive, no network) | anthropic | openai")
-    model: str = Field("", description="model for the compile tasks (anthropic default: claude-sonnet-4-6; "
-                                       "openai: required)")
-    card_model: str | None = Field(None, description="a cheaper model for the per-document cards "
-                                                        "(default: model)")
+    provider: str | None = Field(None, description="offline (extractive, no network) | anthropic | openai")
+    model: str | None = Field(None, description="model for the compile tasks (anthropic default: "
+                                                "claude-sonnet-4-6; openai: required)")
+    card_model: str | None = Field(None, description="a cheaper model for the per-document cards (default: model)")
     base_url: str | None = Field(None, description="API endpoint (default: ANTHROPIC_BASE_URL / OPENAI_BASE_URL, "
-                                                      "else the provider's own)")
+                                                   "else the provider's own)")
     api_key: str | None = Field(None, description="API key, e.g. EnvVar('ANTHROPIC_API_KEY') (default: the "
-                                                     "provider's environment variable)")
-    concurrency: int = Field(20, description="LLM calls in flight at once")
-    timeout: float = Field(300.0, description="seconds before one HTTP request times out")
-    max_retries: int = Field(5, description="retries of one request on 429 / 5xx / overloaded / timeouts")
+                                                  "provider's environment variable)")
+    concurrency: int | None = Field(None, description="LLM calls in flight at once")
     max_cost: float | None = Field(None, description="US dollars one run may spend; the run stops cleanly "
                                                      "(resumable from the cache) before crossing it")
+    timeout: float = Field(300.0, description="seconds before one HTTP request times out")
+    max_retries: int = Field(5, description="retries of one request on 429 / 5xx / overloaded / timeouts")
 
-    _provider: CompileProvider | None = PrivateAttr(default=None)
+    _providers: dict[str, CompileProvider] = PrivateAttr(default_factory=dict)
 
-    def build_provider(self, require_key: bool = True) -> CompileProvider:
-        """A provider from this configuration; raises a one-line ``LLMError``/``ValueError`` when it
-        is unusable (e.g. no API key). ``require_key=False`` builds one that names the provider,
-        model and prompt versions (cache keys, prices) but must not call the API: a dry run."""
-        if self.provider not in PROVIDERS:
-            raise ValueError(f"unknown LLM provider {self.provider!r}; choose one of: {', '.join(PROVIDERS)}")
-        if self.provider == "offline":
+    def settings(self, registered: LLMSettings | None = None) -> LLMSettings:
+        """The registration's settings with this run's configured fields on top."""
+        base = (registered or LLMSettings()).model_dump()
+        chosen = {name: getattr(self, name) for name in LLMSettings.model_fields if getattr(self, name) is not None}
+        return LLMSettings.model_validate({**base, **chosen})
+
+    def for_corpus(self, spec: CorpusSpec) -> CompileProvider:
+        """The run's provider for ``spec``: one per settings, shared by every stage of the run."""
+        return self._shared(self.settings(spec.llm))
+
+    @property
+    def compile_provider(self) -> CompileProvider:
+        """The provider of this resource's own fields, for direct use outside a corpus run."""
+        return self._shared(self.settings())
+
+    def _shared(self, settings: LLMSettings) -> CompileProvider:
+        key = settings.model_dump_json()
+        if key not in self._providers:
+            self._providers[key] = self.build_provider(settings)
+        return self._providers[key]
+
+    def build_provider(self, settings: LLMSettings | None = None, require_key: bool = True) -> CompileProvider:
+        """A provider for ``settings`` (default: this resource's own fields); raises a one-line
+        ``LLMError``/``ValueError`` when it is unusable (e.g. no API key). ``require_key=False``
+        builds one that names the provider, model and prompt versions (cache keys, prices) but
+        must not call the API: a dry run."""
+        settings = settings or self.settings()
+        if settings.provider == "offline":
             return OfflineProvider()
         from .llm.clients import CLIENTS, make_client
         from .llm.remote import RemoteProvider
 
         api_key = self.api_key or None
-        if not require_key and not api_key and not os.environ.get(CLIENTS[self.provider].key_env):
+        if not require_key and not api_key and not os.environ.get(CLIENTS[settings.provider].key_env):
             api_key = "unused-by-a-dry-run"
-        client = make_client(self.provider, self.model or None, api_key=api_key, base_url=self.base_url or None,
-                             timeout=self.timeout, max_retries=self.max_retries)
-        return RemoteProvider(client, card_model=self.card_model or None, concurrency=self.concurrency,
-                              max_cost=self.max_cost)
-
-    def setup_for_execution(self, context: InitResourceContext) -> None:
-        self._provider = self.build_provider()
+        client = make_client(settings.provider, settings.model or None, api_key=api_key,
+                             base_url=settings.base_url or None, timeout=self.timeout, max_retries=self.max_retries)
+        return RemoteProvider(client, card_model=settings.card_model or None, concurrency=settings.concurrency,
+                              max_cost=settings.max_cost)
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
-        close = getattr(self._provider, "close", None)
-        if close is not None:
-            close()
+        for provider in self._providers.values():
+            close = getattr(provider, "close", None)
+            if close is not None:
+                close()
+        self._providers.clear()
 
-    @property
-    def compile_provider(self) -> CompileProvider:
-        if self._provider is None:
-            self.setup_for_execution(None)  # direct use outside a run
-        return self._provider
 
 class EncoderResource(ConfigurableResource):
     """The sentence encoder; the bundled all-MiniLM-L6-v2 loads offline, and only when needed."""

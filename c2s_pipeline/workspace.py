@@ -26,8 +26,32 @@ def default_home() -> Path:
     return Path(os.environ.get("DAGSTER_HOME") or ".c2s").resolve()
 
 
+PROVIDERS = ("offline", "anthropic", "openai")
+
+
+class LLMSettings(BaseModel):
+    """Which LLM does a corpus's compile tasks; API keys never live here (they stay in the
+    environment: ANTHROPIC_API_KEY / OPENAI_API_KEY)."""
+
+    provider: str = Field("offline", description="offline (extractive, no network) | anthropic | openai")
+    model: str = Field("", description="model for the compile tasks (anthropic default: claude-sonnet-4-6; "
+                                       "openai: required)")
+    card_model: str | None = Field(None, description="a cheaper model for the per-document cards (default: model)")
+    base_url: str | None = Field(None, description="API endpoint (default: the provider's own)")
+    concurrency: int = Field(20, ge=1, description="LLM calls in flight at once")
+    max_cost: float | None = Field(None, ge=0.0, description="US dollars one run may spend")
+
+    @field_validator("provider")
+    @classmethod
+    def _known_provider(cls, provider: str) -> str:
+        if provider not in PROVIDERS:
+            raise ValueError(f"unknown LLM provider {provider!r}; choose one of: {', '.join(PROVIDERS)}")
+        return provider
+
+
 class CorpusSpec(BaseModel):
-    """One corpus partition: where its documents come from and how to compile them."""
+    """One corpus partition: where its documents come from and how to compile them. Every run of
+    the partition, whoever launches it, compiles with these settings."""
 
     name: str
     source: str
@@ -36,6 +60,7 @@ class CorpusSpec(BaseModel):
     k: int = Field(10, ge=2, description="stop when fewer than k clusters remain: the top level")
     tau: float = Field(0.05, ge=0.0, le=1.0, description="soft-assignment cosine margin")
     publish: str | None = Field(None, description="also publish the tree to this S3 prefix (s3://bucket/prefix/)")
+    llm: LLMSettings = Field(default_factory=LLMSettings)
 
     @field_validator("name")
     @classmethod

@@ -297,7 +297,7 @@ def build_provider(provider: str, model: str | None, base_url: str | None, requi
     """The compile provider exactly as ``c2s compile`` builds it."""
     from c2s_pipeline.resources import LLMResource
 
-    return LLMResource(provider=provider, model=model or "", base_url=base_url or None).build_provider(require_key)
+    return LLMResource(provider=provider, model=model or "", base_url=base_url or None).build_provider(require_key=require_key)
 
 
 def _close(provider: CompileProvider) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from functools import cached_property
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,7 +73,7 @@ class Stage:
     _provider: CompileProvider | None = field(default=None, init=False, repr=False)
     _usage_before: dict | None = field(default=None, init=False, repr=False)
 
-    @property
+    @cached_property
     def corpus(self) -> CorpusSpec:
         return self.workspace.corpus(self.context.partition_key)
 
@@ -81,7 +82,7 @@ class Stage:
         return self.workspace.artifacts(self.context.partition_key)
 
     def runner(self, llm: LLMResource, version: str) -> TaskRunner:
-        provider = llm.compile_provider
+        provider = llm.for_corpus(self.corpus)
         if self._provider is None:
             # The run shares one provider; what it spends during this stage is this stage's.
             self._provider, self._usage_before = provider, usage_totals(provider.report())

@@ -14,15 +14,25 @@ from ..llm.schemas import Card, CardInput
 from ..partitions import corpus_partitions
 from ..resources import EncoderResource, LLMResource, WorkspaceResource
 from ..storage import download_prefix, is_s3, s3_fingerprint
-from ._stage import LLM_RETRY, Stage, markdown_table
+from ..text import sha256_hex
+from ..workspace import CorpusSpec
+from ..publish import OutputError, check_output
+from ._stage import LLM_RETRY, SELF_DESCRIBED, Stage, markdown_table
+from .graph import upstream_of
 
 CARD_TEXT_CHARS = 4000  # what a card prompt sees of a document
 EMBED_TEXT_CHARS = 2000  # document text embedded after its card (the encoder reads ~256 tokens)
 CARDS_VERSION = "doc_cards-1"
+SOURCE_STATE_FILE = "source_state.json"
 
 
 def corpus_fingerprint(source: str, s3: S3Resource) -> str:
     return s3_fingerprint(s3.get_client(), source) if is_s3(source) else source_fingerprint(Path(source))
+
+
+def corpus_state(spec: CorpusSpec, fingerprint: str) -> str:
+    """What a compile's result depends on: the source's content and the registered settings."""
+    return sha256_hex(fingerprint, spec.model_dump_json())[:24]
 
 
 @asset(partitions_def=corpus_partitions, group_name="ingest", code_version="documents-1", kinds={"polars"})
@@ -31,8 +41,13 @@ def documents(context: AssetExecutionContext, workspace: WorkspaceResource, s3: 
     each rejected input with its file, line and reason, and duplicate texts."""
     stage = Stage("documents", context, workspace)
     spec, art = stage.corpus, stage.artifacts
-    # Taken before reading, so a change made during the read is seen by the next sensor tick.
-    fingerprint = corpus_fingerprint(spec.source, s3)
+    # Taken before reading, so a change made during the read is seen by the next sensor tick;
+    # skill_tree records it once the tree is published.
+    state = corpus_state(spec, corpus_fingerprint(spec.source, s3))
+    try:
+        check_output(Path(spec.out), spec.name)
+    except OutputError as exc:
+        raise Failure(description=str(exc), metadata={SELF_DESCRIBED: True}, allow_retries=False) from exc
     try:
         local = download_prefix(s3.get_client(), spec.source, art.root / "source") if is_s3(spec.source) else Path(spec.source)
         result = read_corpus(local)
@@ -54,7 +69,7 @@ def documents(context: AssetExecutionContext, workspace: WorkspaceResource, s3: 
         raise Failure(description=f"corpus '{spec.name}' has {docs.height} documents, fewer than the branching "
                       f"ratio p={spec.p}: nothing to cluster; lower --p or add documents")
     art.write_table("documents.parquet", docs)
-    art.write_json("source_fingerprint.json", {"source": spec.source, "fingerprint": fingerprint})
+    art.write_json(SOURCE_STATE_FILE, {"source": spec.source, "state": state})
     return stage.done(
         table_version(docs, rejected, duplicates),
         {
@@ -71,7 +86,7 @@ def card_input(doc_id: str, title: str, text: str) -> CardInput:
     return CardInput(doc_id=doc_id, title=title, text=text[:CARD_TEXT_CHARS])
 
 
-@asset(partitions_def=corpus_partitions, group_name="ingest", deps=[documents], code_version=CARDS_VERSION,
+@asset(partitions_def=corpus_partitions, group_name="ingest", deps=upstream_of("doc_cards"), code_version=CARDS_VERSION,
        pool="llm", retry_policy=LLM_RETRY)
 def doc_cards(context: AssetExecutionContext, workspace: WorkspaceResource, llm: LLMResource):
     """One summary card per document: title, one-line description, ≤4 key phrases. The card is
@@ -97,7 +112,7 @@ def embedding_text(title: str, one_line: str, phrases: list[str], text: str) -> 
     return f"{title}. {one_line} {'; '.join(phrases)}\n{text[:EMBED_TEXT_CHARS]}"
 
 
-@asset(partitions_def=corpus_partitions, group_name="ingest", deps=[doc_cards], code_version="doc_embeddings-1",
+@asset(partitions_def=corpus_partitions, group_name="ingest", deps=upstream_of("doc_embeddings"), code_version="doc_embeddings-1",
        kinds={"numpy"})
 def doc_embeddings(context: AssetExecutionContext, workspace: WorkspaceResource, encoder: EncoderResource):
     """Each document's card + truncated text embedded and L2-normalised (rows in document order)."""

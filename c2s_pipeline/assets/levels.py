@@ -9,12 +9,12 @@ the next level's embeddings.
 
 import numpy as np
 import polars as pl
-from dagster import AssetExecutionContext, AssetKey, AssetsDefinition, Failure, MetadataValue, asset
+from dagster import AssetExecutionContext, AssetsDefinition, Config, Failure, MetadataValue, asset
 
 from .. import hierarchy, incremental
 from ..artifacts import MAX_LEVELS, REPARTITION_LEVELS, CorpusArtifacts, matrix_version, table_version
 from ..encoder import embed_with_cache
-from ..incremental import FULL_TAG, RunMode
+from ..incremental import RunMode
 from ..llm.schemas import (
     ClusterInput,
     ClusterSummary,
@@ -28,6 +28,7 @@ from ..partitions import corpus_partitions
 from ..resources import EncoderResource, LLMResource, WorkspaceResource
 from ..text import clip
 from ._stage import LLM_RETRY, Stage, markdown_table
+from .graph import clusters_key, repartition_key, summaries_key, upstream_of
 
 LEVEL1_MEMBERS, LEVEL1_CHARS = 15, 600  # level-1 summaries read ≤15 documents × 600 chars
 UPPER_MEMBERS, UPPER_CHARS = 20, 300  # higher levels read ≤20 child summaries × 300 chars
@@ -40,23 +41,6 @@ NEXT_LEVEL_EXCERPTS = 3  # member excerpts embedded with a cluster's summary for
 CLUSTERS_VERSION = "clusters-1"
 SUMMARIES_VERSION = "summaries-1"
 REPARTITION_VERSION = "repartition-1"
-
-
-def clusters_key(level: int) -> AssetKey:
-    return AssetKey(["clusters", f"level_{level}"])
-
-
-def summaries_key(level: int) -> AssetKey:
-    return AssetKey(["summaries", f"level_{level}"])
-
-
-def repartition_key(level: int) -> AssetKey:
-    return AssetKey(["repartition", f"level_{level}"])
-
-
-def final_key(level: int) -> AssetKey:
-    """The asset whose output is a level's finished nodes."""
-    return repartition_key(level) if level in REPARTITION_LEVELS else summaries_key(level)
 
 
 # -- level items: what gets clustered at each level ---------------------------------------------
@@ -153,22 +137,28 @@ def _groups_of(frame: pl.DataFrame) -> list[tuple[str, list[str]]]:
 
 # -- the asset factories ---------------------------------------------------------------------------
 
-def build_clusters(level: int) -> AssetsDefinition:
-    upstream = AssetKey("doc_embeddings") if level == 1 else final_key(level - 1)
+class CompileConfig(Config):
+    """Run switches of one compile, given to ``clusters/level_1`` (where the build mode is decided)
+    as run config: ``ops: {clusters__level_1: {config: {full: true}}}``."""
 
-    @asset(key=clusters_key(level), partitions_def=corpus_partitions, group_name="hierarchy", deps=[upstream],
-           code_version=CLUSTERS_VERSION, kinds={"scikitlearn"})
-    def _clusters(context: AssetExecutionContext, workspace: WorkspaceResource, encoder: EncoderResource,
-                  llm: LLMResource):
+    full: bool = False  # rebuild from scratch instead of updating the published tree
+
+
+def build_clusters(level: int) -> AssetsDefinition:
+    @asset(key=clusters_key(level), partitions_def=corpus_partitions, group_name="hierarchy",
+           deps=upstream_of(clusters_key(level).to_user_string()), code_version=CLUSTERS_VERSION,
+           kinds={"scikitlearn"})
+    def _clusters(context: AssetExecutionContext, config: CompileConfig, workspace: WorkspaceResource,
+                  encoder: EncoderResource, llm: LLMResource):
         """K-Means into ceil(n/p) clusters with soft assignment — or, on an incremental compile,
         the published clusters updated in place."""
         stage = Stage(f"clusters/level_{level}", context, workspace)
         spec, art = stage.corpus, stage.artifacts
         if level == 1:
             vectors = art.read_matrix("doc_vectors.npy")
-            fingerprint = incremental.build_fingerprint(spec, llm.compile_provider, encoder.model)
+            fingerprint = incremental.build_fingerprint(spec, llm.for_corpus(spec), encoder.model)
             mode = incremental.decide(art, art.read_table("documents.parquet"), fingerprint,
-                                      force_full=context.run.tags.get(FULL_TAG) == "true")
+                                      force_full=config.full)
         else:
             mode = RunMode.load(art)
             below = art.level_status(level - 1)
@@ -251,7 +241,7 @@ def _incremental_update(art: CorpusArtifacts, level: int, item_ids: list[str], v
 
 def build_summaries(level: int) -> AssetsDefinition:
     @asset(key=summaries_key(level), partitions_def=corpus_partitions, group_name="hierarchy",
-           deps=[clusters_key(level)], code_version=SUMMARIES_VERSION, pool="llm", retry_policy=LLM_RETRY)
+           deps=upstream_of(summaries_key(level).to_user_string()), code_version=SUMMARIES_VERSION, pool="llm", retry_policy=LLM_RETRY)
     def _summaries(context: AssetExecutionContext, workspace: WorkspaceResource, llm: LLMResource):
         stage = Stage(f"summaries/level_{level}", context, workspace)
         art = stage.artifacts
@@ -293,7 +283,7 @@ def build_summaries(level: int) -> AssetsDefinition:
 
 def build_repartition(level: int) -> AssetsDefinition:
     @asset(key=repartition_key(level), partitions_def=corpus_partitions, group_name="hierarchy",
-           deps=[summaries_key(level)], code_version=REPARTITION_VERSION, pool="llm", retry_policy=LLM_RETRY)
+           deps=upstream_of(repartition_key(level).to_user_string()), code_version=REPARTITION_VERSION, pool="llm", retry_policy=LLM_RETRY)
     def _repartition(context: AssetExecutionContext, workspace: WorkspaceResource, llm: LLMResource):
         """Verify-and-repartition: siblings judged in batches of ≤60 for confusable pairs and mixed
         clusters; each cluster is touched at most once, and touched clusters are re-summarised."""

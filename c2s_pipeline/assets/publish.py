@@ -38,13 +38,17 @@ from ..text import clip, sha256_hex
 from ..tree import Forest, Node, build_forest
 from ..validate import check_tree
 from ._stage import LLM_RETRY, Stage, markdown_table
-from .levels import final_key
+from .corpus import SOURCE_STATE_FILE
+from .graph import upstream_of
 
 ENTITY_TEXTS, ENTITY_CHARS = 30, 600
 EXEMPLARS = 3
 RELATED_SKILLS = 3
 SKILL_ENTITIES_SHOWN = 8
 ENTITIES_VERSION = "entities-1"
+STAGED_FILE = "staged.json"
+STATE_METADATA = "source_state"  # the corpus state (source + settings) a published tree compiled
+WARNING_CHECKS = {"nav_file_sizes"}
 CHECKS = {
     "every_document_placed_once": "every accepted document is a primary row of exactly one leaf",
     "frontmatter_valid": "nav-file frontmatter passes the Agent Skills rules",
@@ -66,7 +70,7 @@ def _mentions(entity: str, texts: list[str]) -> int:
     return sum(1 for t in texts if pattern.search(t))
 
 
-@asset(partitions_def=corpus_partitions, group_name="publish", deps=[final_key(l) for l in range(1, MAX_LEVELS + 1)],
+@asset(partitions_def=corpus_partitions, group_name="publish", deps=upstream_of("entities"),
        code_version=ENTITIES_VERSION, pool="llm", retry_policy=LLM_RETRY)
 def entities(context: AssetExecutionContext, workspace: WorkspaceResource, llm: LLMResource):
     """≤12 named entities and ≤4 document types per cluster, bottom-up; the top-level skills'
@@ -187,22 +191,25 @@ def _entity_index(forest: Forest, art: CorpusArtifacts) -> dict[str, list[dict]]
     return {name: sorted(entries, key=lambda e: (-e["mentions"], e["path"])) for name, entries in ordered}
 
 
-@asset(partitions_def=corpus_partitions, group_name="publish", deps=[entities], code_version="skill_tree-1",
-       check_specs=[AssetCheckSpec(name, asset="skill_tree", description=d) for name, d in CHECKS.items()],
-       kinds={"markdown"})
-def skill_tree(context: AssetExecutionContext, workspace: WorkspaceResource, llm: LLMResource,
-               encoder: EncoderResource, s3: S3Resource):
+def _check_specs() -> list[AssetCheckSpec]:
+    return [AssetCheckSpec(name, asset="staged_tree", description=d, blocking=name not in WARNING_CHECKS)
+            for name, d in CHECKS.items()]
+
+
+@asset(partitions_def=corpus_partitions, group_name="publish", deps=upstream_of("staged_tree"),
+       code_version="staged_tree-1", check_specs=_check_specs(), kinds={"markdown"})
+def staged_tree(context: AssetExecutionContext, workspace: WorkspaceResource, llm: LLMResource,
+                encoder: EncoderResource):
     """The rendered forest (SKILL.md / INDEX.md), entity_index.json, the document store and
-    manifest.json, checked, then swapped in atomically at the corpus's output path (and, when
-    the corpus names an S3 target, published there as a new release)."""
-    stage = Stage("skill_tree", context, workspace)
+    manifest.json, written to a staging folder beside the corpus's output path and checked
+    there. A failed blocking check fails this step, so ``skill_tree`` never publishes the tree."""
+    stage = Stage("staged_tree", context, workspace)
     spec, art = stage.corpus, stage.artifacts
     mode = incremental.RunMode.load(art)
     forest = build_forest(art, incremental.previous_names(art) if mode.incremental else None)
     cards = _cards(art)
     extras = _extras(forest, art, cards)
-    out = Path(spec.out)
-    staged = staging_dir(out)
+    staged = staging_dir(Path(spec.out))
     try:
         files = {n.nav_file: render_node(n, cards, extras[n.node_id], forest) for n in forest.nodes()}
         for rel, text in files.items():
@@ -216,26 +223,57 @@ def skill_tree(context: AssetExecutionContext, workspace: WorkspaceResource, llm
             StoredDocument(d, cards[d].title, text, h, src)
             for d, text, h, src in docs.select("doc_id", "text", "content_hash", "source").iter_rows()))
         outcomes = check_tree(staged, docs["doc_id"].to_list(), spec.p)
-        failed = [o for o in outcomes if o.blocking and not o.passed]
-        if failed:
-            raise Failure(description="the rendered tree failed its checks and was not published: "
-                          + "; ".join(f"{o.name}: {o.description}" for o in failed))
         manifest = build_manifest(spec, art, forest, files, index, outcomes, llm, encoder, stage)
         calls = manifest["stats"]["llm_calls"]
         saved = incremental.llm_calls_saved(art, mode, calls["made"])
         manifest["build"] = {"mode": mode.mode, "reason": mode.reason, **mode.counts(),
                              **({"llm_calls_saved": saved} if saved is not None else {})}
         (staged / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
-        publish(staged, out)
-        incremental.save_published(
-            art, docs, {level: art.final_nodes(level) for level in art.used_levels()},
-            {n.node_id: n.name for n in forest.nodes()},
-            incremental.build_fingerprint(spec, llm.compile_provider, encoder.model), mode,
-            art.level_status(1)["cohesion"], calls["made"] + calls["cached"])
     except BaseException:
-        if staged.exists():
-            shutil.rmtree(staged, ignore_errors=True)
+        shutil.rmtree(staged, ignore_errors=True)
         raise
+    version = table_version(pl.DataFrame({"path": list(files), "text": list(files.values())}))
+    # What skill_tree needs to publish this tree and record it as the next incremental base.
+    art.write_json(STAGED_FILE, {
+        "staged": str(staged), "data_version": version, "names": {n.node_id: n.name for n in forest.nodes()},
+        "fingerprint": incremental.build_fingerprint(spec, llm.for_corpus(spec), encoder.model),
+        "llm_tasks": calls["made"] + calls["cached"]})
+    failed = [o.name for o in outcomes if o.blocking and not o.passed]
+    if failed:
+        context.log.error(f"the rendered tree failed {', '.join(failed)} and will not be published; it stays in "
+                          f"{staged} for inspection")
+    stats = manifest["stats"]
+    return stage.done(
+        version,
+        {"staged": MetadataValue.path(str(staged)), "build_mode": mode.mode, "build_reason": mode.reason,
+         **mode.counts(), **({"llm_calls_saved": saved} if saved is not None else {}),
+         "nav_files": stats["nav_files"], "largest_nav_bytes": stats["nav_bytes"]["max"],
+         "p95_nav_bytes": stats["nav_bytes"]["p95"]},
+        check_results=[AssetCheckResult(check_name=o.name, passed=o.passed, description=o.description,
+                                        metadata=o.metadata, severity=AssetCheckSeverity.WARN if not o.blocking
+                                        else AssetCheckSeverity.ERROR) for o in outcomes],
+    )
+
+
+@asset(partitions_def=corpus_partitions, group_name="publish", deps=upstream_of("skill_tree"),
+       code_version="skill_tree-2", kinds={"markdown"})
+def skill_tree(context: AssetExecutionContext, workspace: WorkspaceResource, s3: S3Resource):
+    """The checked tree swapped in atomically at the corpus's output path (and, when the corpus
+    names an S3 target, published there as a new release); records what it published as the
+    base of the next incremental compile, and the source state it compiled."""
+    stage = Stage("skill_tree", context, workspace)
+    spec, art = stage.corpus, stage.artifacts
+    staged_info = art.read_json(STAGED_FILE)
+    staged, out = Path(staged_info["staged"]), Path(spec.out)
+    if not (staged / MANIFEST_FILE).exists():
+        raise Failure(description=f"no staged tree at {staged}: materialize staged_tree for '{spec.name}' first")
+    manifest = json.loads((staged / MANIFEST_FILE).read_text(encoding="utf-8"))
+    mode = incremental.RunMode.load(art)
+    publish(staged, out, spec.name)
+    docs = art.read_table("documents.parquet")
+    incremental.save_published(
+        art, docs, {level: art.final_nodes(level) for level in art.used_levels()}, staged_info["names"],
+        staged_info["fingerprint"], mode, art.level_status(1)["cohesion"], staged_info["llm_tasks"])
     published = {}
     if spec.publish:
         build = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{manifest_digest(out)}"
@@ -243,16 +281,14 @@ def skill_tree(context: AssetExecutionContext, workspace: WorkspaceResource, llm
     stats = manifest["stats"]
     preview = "\n".join(f"- **{s['name']}** ({s['documents']} docs): {s['description']}" for s in manifest["skills"])
     return stage.done(
-        table_version(pl.DataFrame({"path": list(files), "text": list(files.values())})),
-        {"out": MetadataValue.path(str(out)), "build_mode": mode.mode, "build_reason": mode.reason, **mode.counts(),
-         **({"llm_calls_saved": saved} if saved is not None else {}),
+        staged_info["data_version"],
+        {"out": MetadataValue.path(str(out)), STATE_METADATA: art.read_json(SOURCE_STATE_FILE)["state"],
+         "build_mode": mode.mode, "build_reason": mode.reason, **mode.counts(),
+         **({"llm_calls_saved": manifest["build"]["llm_calls_saved"]} if "llm_calls_saved" in manifest["build"] else {}),
          "skills": stats["skills"], "levels": stats["levels"],
          "nav_files": stats["nav_files"], "see_stubs": stats["see_stubs"],
          "entity_index_entries": stats["entity_index_entries"], "largest_nav_bytes": stats["nav_bytes"]["max"],
          "p95_nav_bytes": stats["nav_bytes"]["p95"], "top_level_skills": MetadataValue.md(preview), **published},
-        check_results=[AssetCheckResult(check_name=o.name, passed=o.passed, description=o.description,
-                                        metadata=o.metadata, severity=AssetCheckSeverity.WARN if not o.blocking
-                                        else AssetCheckSeverity.ERROR) for o in outcomes],
     )
 
 
@@ -270,11 +306,11 @@ def manifest_digest(out: Path) -> str:
 def build_manifest(spec, art: CorpusArtifacts, forest: Forest, files: dict[str, str], index: dict, outcomes,
                    llm: LLMResource, encoder: EncoderResource, stage: Stage) -> dict:
     records = art.stage_records()
-    records["skill_tree"] = {"seconds": round(time.perf_counter() - stage.started, 3),
+    records["staged_tree"] = {"seconds": round(time.perf_counter() - stage.started, 3),
                              "llm_calls": {"made": 0, "cached": 0}, "embeddings": {"computed": 0, "cached": 0}}
     sizes = sorted(len(t.encode("utf-8")) for t in files.values())
     ingest = art.read_json("ingest.json")
-    provider = llm.compile_provider
+    provider = llm.for_corpus(spec)
     # What this run's LLM stages spent (re-asks and retries included), from the API's usage fields.
     usage = {name: r["llm_usage"] for name, r in records.items() if "llm_usage" in r}
     return {
