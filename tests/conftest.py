@@ -41,10 +41,19 @@ def requires_wixqa():
 
 @pytest.fixture(scope="session")
 def dagster_home(tmp_path_factory) -> Path:
-    """One instance for the session's compiles, as a user's $DAGSTER_HOME would be."""
+    """One instance for the session's compiles, as a user's $DAGSTER_HOME would be, stored in a
+    real PostgreSQL server (as a shared deployment would be) started for the session."""
+    from .postgres import PostgresUnavailable, shared_server, stop_shared, write_instance_config
+
+    try:
+        server = shared_server()
+    except PostgresUnavailable as exc:
+        pytest.fail(f"the test instance needs PostgreSQL: {exc}", pytrace=False)
     home = tmp_path_factory.mktemp("c2s-home")
+    write_instance_config(home, server.create_database("c2s_session"))
     os.environ["DAGSTER_HOME"] = str(home)
-    return home
+    yield home
+    stop_shared()
 
 
 @pytest.fixture(scope="session")
