@@ -1,11 +1,12 @@
 """The c2s code location: compile stages as assets partitioned by corpus, with resources,
 the compile job, the corpus sensor and the nightly schedule."""
 
-from dagster import Definitions, in_process_executor
+from dagster import Definitions
 from dagster_aws.s3 import S3Resource
 
 from .assets import compile_assets
 from .automation import compile_job, corpus_sensor, nightly_recompile
+from .executors import compile_executor
 from .resources import EncoderResource, LLMResource, WorkspaceResource
 
 defs = Definitions(
@@ -16,6 +17,6 @@ defs = Definitions(
     # S3 is configured by the usual AWS variables (AWS_ENDPOINT_URL, AWS_REGION, credentials).
     resources={"workspace": WorkspaceResource(), "llm": LLMResource(), "encoder": EncoderResource(),
                "s3": S3Resource()},
-    # Steps are short and share the encoder and cache; in-process avoids a process spawn per step.
-    executor=in_process_executor,
+    # $C2S_EXECUTOR: in_process (default: steps are short and share the encoder), multiprocess, celery, k8s.
+    executor=compile_executor(),
 )
