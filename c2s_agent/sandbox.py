@@ -8,25 +8,30 @@ find, wc, sort, uniq, pwd) joined by ``|`` pipes::
 
 Everything is interpreted here in pure Python; nothing reaches a real shell or a subprocess.
 Document text may carry prompt injection, so the worst a command line can do is read files
-that are already inside the tree: paths that leave it, symlinks, redirections, substitutions
-and command chaining are refused, and every command is bounded in files visited, bytes read,
-regex time and output size.
+that are already inside the tree: paths that leave it, symlinks, hidden files, redirections,
+substitutions and command chaining are refused, and every command is bounded in files visited,
+bytes read, pattern size, regex time, wall time, memory and output size. ``manifest.json`` is
+shown with host paths redacted (the file on disk is unchanged).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 import posixpath
 import re
 import shlex
 import signal
 import stat
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from c2s_pipeline.layout import MANIFEST_FILE
 
 try:  # the third-party `regex` module can time-bound a search; stdlib `re` cannot
     import regex as _regex
@@ -36,6 +41,12 @@ except ImportError:  # pragma: no cover - exercised by monkeypatching in the tes
 MAX_LINE_CHARS = 2000
 MAX_STAGES = 8
 MAX_PATTERN_CHARS = 512
+# Regex engines unroll counted repeats when compiling: ((a{100}){100}){100} is a million atoms.
+MAX_PATTERN_EXPANSION = 10_000  # atoms a command's patterns may unroll to, repeats multiplied out
+MAX_PATTERN_NESTING = 32  # open groups; deeper ones overflow the regex parser's recursion
+MAX_CALL_SECONDS = 10.0  # wall time of one command line
+MAX_CALL_MEMORY = 256 << 20  # memory one command line may add to the process
+MEMORY_CHECK_INTERVAL_S = 0.002  # the process's size is read at most this often (a system call)
 MAX_FILES = 20_000  # files and directories visited by one command line
 MAX_SCAN_BYTES = 64 << 20  # file content read by one command line
 SNIFF_BYTES = 8192  # like GNU grep, decide "binary" (a NUL byte) from the first buffer
@@ -63,6 +74,12 @@ _VARIABLE = re.compile(r"\$(?:\w+|[?#@*!$-])")
 _GLOB_MAGIC = re.compile(r"[*?[]")
 _REGEX_MAGIC = re.compile(r"[\\.^$*+?()\[\]{}|]")
 _NUMBER = re.compile(r"\s*[-+]?\d+(?:\.\d*)?")
+_COUNTED_REPEAT = re.compile(r"\{(\d*)(?:(,)(\d*))?\}")
+# An absolute host path inside a string (not the path part of a URL like s3://bucket/key).
+_HOST_PATH = re.compile(r"file://[^\s\"'<>]*|(?<![\w.~/:\\-])/[^\s\"'<>|,;()\[\]{}]+"
+                        r"|(?<![\w])[A-Za-z]:\\[^\s\"'<>|,;]*")
+REDACTED_PATH = "<host path>"
+LINE_OVERHEAD = 64  # bytes per line held as a Python str in a list, beyond its characters
 
 
 class SandboxError(Exception):
@@ -82,13 +99,19 @@ class Sandbox:
     """
 
     def __init__(self, root: str | os.PathLike[str], max_output_bytes: int = 8192,
-                 regex_timeout_s: float = 1.0) -> None:
+                 regex_timeout_s: float = 1.0, time_budget_s: float = MAX_CALL_SECONDS,
+                 memory_budget_bytes: int = MAX_CALL_MEMORY) -> None:
         self.root = Path(root).resolve(strict=True)
         if not self.root.is_dir():
             raise NotADirectoryError(str(root))
         self.max_output_bytes = max_output_bytes
         self.regex_timeout_s = regex_timeout_s
+        self.time_budget_s = time_budget_s
+        self.memory_budget_bytes = memory_budget_bytes
         self.stats = SandboxStats()
+        # Of the last command line, as a shell's $?: 0 ran, 1 ran but reported errors (a missing
+        # file), 2 refused, stopped or failed.
+        self.last_status = 0
         self._commands: dict[str, Callable[[list[str], str | None], str]] = {
             "cat": self._cat, "find": self._find, "grep": self._grep, "head": self._head,
             "ls": self._ls, "pwd": self._pwd, "sort": self._sort, "tail": self._tail,
@@ -96,19 +119,57 @@ class Sandbox:
         }
         self._errors: list[str] = []
         self._visited = self._scanned = 0
+        self._deadline = self._next_memory_check = 0.0
+        self._memory_base = 0
+        self._manifest_view: tuple[tuple[int, int], str] | None = None
+        _memory_in_use()  # opens its descriptor now, outside any command
 
     def run(self, command: str) -> str:
         """Run one command line; always returns text (refusals and errors included)."""
         self.stats.commands += 1
         self._errors, self._visited, self._scanned = [], 0, 0
+        self._deadline = time.monotonic() + self.time_budget_s
+        self._memory_base, self._next_memory_check = _memory_in_use(), 0.0
+        self.last_status = 2
         try:
             out = self._truncate(self._pipeline(command))
         except SandboxError as e:
             return str(e)
+        except MemoryError:
+            return ("stopped: the process ran out of memory running this command; "
+                    "narrow the path or the pattern")
+        except RecursionError:
+            return "error: this command line is nested too deeply to run"
         except Exception as e:  # a bug here must never crash the agent loop
             return f"error: {type(e).__name__}: {e}"
+        self.last_status = 1 if self._errors else 0
         # Per-file errors go last, like stderr on a terminal, and are never truncated away.
         return "\n".join(part for part in (out, *self._errors) if part)
+
+    # -- budgets --------------------------------------------------------------------------
+
+    def _check(self, need: int = 0) -> None:
+        """Stop the command once it runs past its time budget, or once the memory it added to the
+        process (plus ``need`` bytes it is about to allocate) passes its memory budget."""
+        now = time.monotonic()
+        if now > self._deadline:
+            raise SandboxError(f"stopped: this command ran over {self.time_budget_s:g} s; "
+                               "narrow the path or the pattern")
+        if not need and now < self._next_memory_check:
+            return
+        self._next_memory_check = now + MEMORY_CHECK_INTERVAL_S
+        used = _memory_in_use() - self._memory_base
+        if used + need > self.memory_budget_bytes:
+            raise SandboxError(f"stopped: this command would use over "
+                               f"{self.memory_budget_bytes >> 20:,} MiB of memory; "
+                               "narrow the path or page with head -n")
+
+    def _lines(self, text: str) -> list[str]:
+        """The lines of ``text``, once the list is known to fit the memory budget: splitting is
+        one allocation in C that no later check could interrupt."""
+        if len(text) > 1 << 20:
+            self._check(sys.getsizeof(text) + LINE_OVERHEAD * text.count("\n"))
+        return _lines(text)
 
     # -- command line -------------------------------------------------------------------
 
@@ -129,6 +190,7 @@ class Sandbox:
                                    "joined with | (paths are relative to the tree root, /)")
         data: str | None = None
         for name, *args in argvs:
+            self._check()
             data = self._commands[name](args, data)
         return data or ""
 
@@ -144,10 +206,11 @@ class Sandbox:
                 "narrow with grep or page with head -n/tail -n]")
         return shown.rstrip("\n") + "\n" + note
 
-    def _options(self, cmd: str, args: list[str], flags: str,
-                 valued: str = "") -> tuple[dict[str, str | bool], list[str]]:
-        """GNU-style short options anywhere on the line: '-ril', '-n 5', '-n5', '--'."""
-        opts: dict[str, str | bool] = {}
+    def _options(self, cmd: str, args: list[str], flags: str, valued: str = "",
+                 repeated: str = "") -> tuple[dict, list[str]]:
+        """GNU-style short options anywhere on the line: '-ril', '-n 5', '-n5', '--'. A valued
+        option in ``repeated`` collects every value in a list (grep -e A -e B)."""
+        opts: dict[str, str | bool | list[str]] = {}
         operands: list[str] = []
         i = 0
         while i < len(args):
@@ -168,7 +231,10 @@ class Sandbox:
                         if i == len(args):
                             raise SandboxError(f"{cmd}: option '-{c}' needs a value")
                         value, i = args[i], i + 1
-                    opts[c] = value
+                    if c in repeated:
+                        opts.setdefault(c, []).append(value)  # type: ignore[union-attr]
+                    else:
+                        opts[c] = value
                     break
                 if c not in flags:
                     supported = " ".join(f"-{f}" for f in flags + valued)
@@ -190,6 +256,9 @@ class Sandbox:
         path, parts = self.root, [] if rel == "." else rel.split("/")
         for k, part in enumerate(parts):
             path = path / part
+            if part.startswith("."):  # dot-files are not part of what the tree shows
+                raise SandboxError(f"refused: {'/'.join(parts[:k + 1])!r} is hidden "
+                                   "(names starting with '.' are not part of the tree)")
             if path.is_symlink():  # any symlink, even one pointing inside: never follow
                 raise SandboxError(f"refused: {'/'.join(parts[:k + 1])!r} is a symbolic link")
         if arg.startswith("/") and not path.exists():
@@ -219,9 +288,8 @@ class Sandbox:
                 names = sorted(os.listdir(folder)) if _GLOB_MAGIC.search(part) else [part]
                 for name in names:
                     self._visit()
-                    hidden = name.startswith(".") and not part.startswith(".")
                     entry = folder / name
-                    if (fnmatch.fnmatchcase(name, part) and not hidden
+                    if (fnmatch.fnmatchcase(name, part) and not name.startswith(".")
                             and entry.exists() and not entry.is_symlink()):
                         step.append(posixpath.join(base, name))
             found = step
@@ -233,6 +301,7 @@ class Sandbox:
         if self._visited > MAX_FILES:
             raise SandboxError(f"stopped: visited more than {MAX_FILES:,} files and directories; "
                                "narrow the path")
+        self._check()
 
     def _walk(self, top: Path, max_depth: int | None = None) -> Iterator[tuple[Path, int]]:
         """(path, depth) depth-first in sorted order, top included; never follows symlinks."""
@@ -243,7 +312,8 @@ class Sandbox:
             yield path, depth
             if path.is_dir() and (max_depth is None or depth < max_depth):
                 try:
-                    children = sorted(c for c in path.iterdir() if not c.is_symlink())
+                    children = sorted(c for c in path.iterdir()
+                                      if not c.name.startswith(".") and not c.is_symlink())
                 except OSError as e:
                     self._errors.append(f"cannot read directory {path.name!r}: {e.strerror}")
                     continue
@@ -270,9 +340,11 @@ class Sandbox:
         if not path.is_file():  # FIFOs and devices could block or never end
             self._errors.append(f"{cmd}: {label}: not a regular file")
             return None
-        if self._scanned + path.stat().st_size > MAX_SCAN_BYTES:
+        size = path.stat().st_size
+        if self._scanned + size > MAX_SCAN_BYTES:
             raise SandboxError(f"{cmd}: stopped: this command would read more than "
                                f"{MAX_SCAN_BYTES:,} bytes; narrow the path")
+        self._check(2 * size if size > 1 << 20 else 0)  # the bytes, then their decoded text
         try:
             with path.open("rb") as f:
                 data = f.read(SNIFF_BYTES)
@@ -288,7 +360,19 @@ class Sandbox:
             if not quiet_binary:
                 self._errors.append(f"{cmd}: refused: {label!r} is a binary file")
             return None
-        return data.decode("utf-8", errors="replace")
+        text = data.decode("utf-8", errors="replace")
+        if path.parent == self.root and path.name == MANIFEST_FILE:
+            text = self._manifest_text(path, text)
+        return text
+
+    def _manifest_text(self, path: Path, text: str) -> str:
+        """manifest.json as the agent sees it: host paths (the corpus source, the output
+        directory) are machine details, not content, so they are shown redacted."""
+        st = path.stat()
+        key = (st.st_mtime_ns, st.st_size)
+        if self._manifest_view is None or self._manifest_view[0] != key:
+            self._manifest_view = (key, redact_host_paths(text, self.root))
+        return self._manifest_view[1]
 
     def _inputs(self, cmd: str, args: list[str], stdin: str | None,
                 recursive: bool = False) -> Iterator[tuple[str, str]]:
@@ -322,9 +406,8 @@ class Sandbox:
             folders = [p for p, _ in self._walk(top) if p.is_dir()] if "R" in opts else [top]
             for folder in folders:
                 rel = folder.relative_to(top).as_posix()
-                if "a" not in opts and any(p.startswith(".") for p in Path(rel).parts):
-                    continue
-                names = sorted(n for n in os.listdir(folder) if "a" in opts or n[0] != ".")
+                # -a is accepted but shows no more: hidden names are not part of the tree.
+                names = sorted(n for n in os.listdir(folder) if n[0] != ".")
                 lines = [_ls_entry(folder / n, n, "l" in opts) for n in names]
                 if "R" in opts or len(targets) > 1:
                     lines.insert(0, (arg if rel == "." else posixpath.join(arg, rel)) + ":")
@@ -335,7 +418,7 @@ class Sandbox:
     def _cat(self, args: list[str], stdin: str | None) -> str:
         opts, ops = self._options("cat", args, "n")
         lines = [line for _, text in self._inputs("cat", self._expand(ops), stdin)
-                 for line in _lines(text)]
+                 for line in self._lines(text)]
         if "n" in opts:
             lines = [f"{n:6}\t{line}" for n, line in enumerate(lines, 1)]
         return _text(lines)
@@ -357,7 +440,7 @@ class Sandbox:
         inputs = list(self._inputs(cmd, self._expand(ops), stdin))
         out: list[str] = []
         for label, text in inputs:
-            lines = _lines(text)
+            lines = self._lines(text)
             if len(inputs) > 1:  # GNU headers between files
                 out += [""] if out else []
                 out.append(f"==> {label} <==")
@@ -368,24 +451,25 @@ class Sandbox:
         return _text(out)
 
     def _grep(self, args: list[str], stdin: str | None) -> str:
-        opts, ops = self._options("grep", args, "rRinlcEwvFIhH", valued="e")
-        if "e" in opts:
-            pattern = str(opts["e"])
+        opts, ops = self._options("grep", args, "rRinlcEwvFIhH", valued="e", repeated="e")
+        if "e" in opts:  # every -e counts: a line matches if any of them does
+            patterns = list(opts["e"])  # type: ignore[arg-type]
         elif ops:
-            pattern = ops.pop(0)
+            patterns = [ops.pop(0)]
         else:
             raise SandboxError("grep: usage: grep [-rinlcEwvF] PATTERN [path...]")
-        match = self._matcher(pattern, opts)
+        match = self._matcher(patterns, opts)
         recursive = "r" in opts or "R" in opts
         ops = self._expand(ops) or ([""] if recursive else [])  # grep -r PATTERN: whole tree
         named = ("H" in opts or recursive or len(ops) > 1) and "h" not in opts
         out: list[str] = []
         for label, text in self._inputs("grep", ops, stdin, recursive):
+            lines = self._lines(text)
             if "l" in opts:
-                if any(match(line) != ("v" in opts) for line in _lines(text)):
+                if any(match(line) != ("v" in opts) for line in lines):
                     out.append(label)
                 continue
-            hits = [(n, line) for n, line in enumerate(_lines(text), 1)
+            hits = [(n, line) for n, line in enumerate(lines, 1)
                     if match(line) != ("v" in opts)]
             prefix = f"{label}:" if named else ""
             if "c" in opts:
@@ -394,21 +478,39 @@ class Sandbox:
                 out += [prefix + (f"{n}:" if "n" in opts else "") + line for n, line in hits]
         return _text(out)
 
-    def _matcher(self, pattern: str, opts: dict[str, str | bool]) -> Callable[[str], bool]:
-        """A line predicate for a grep pattern whose total matching time is bounded."""
-        if len(pattern) > MAX_PATTERN_CHARS:
-            raise SandboxError(f"refused: pattern is {len(pattern):,} characters; "
-                               f"the limit is {MAX_PATTERN_CHARS}")
-        literal = "F" in opts or not _REGEX_MAGIC.search(pattern)
-        source = re.escape(pattern) if "F" in opts else _gnu_to_python(pattern, "E" in opts)
+    def _matcher(self, patterns: list[str], opts: dict) -> Callable[[str], bool]:
+        """A line predicate for grep patterns (any may match) whose size when compiled and
+        total matching time are bounded."""
+        for pattern in patterns:
+            if len(pattern) > MAX_PATTERN_CHARS:
+                raise SandboxError(f"refused: pattern is {len(pattern):,} characters; "
+                                   f"the limit is {MAX_PATTERN_CHARS}")
+        shown = ", ".join(repr(p) for p in patterns)
+        sources = [re.escape(p) if "F" in opts else _gnu_to_python(p, "E" in opts)
+                   for p in patterns]
         if "w" in opts:
-            source = rf"(?<!\w)(?:{source})(?!\w)"
+            sources = [rf"(?<!\w)(?:{source})(?!\w)" for source in sources]
+        # Checked before compiling: compiling is where an unrolled pattern takes its memory.
+        costs = [_pattern_cost(source) for source in sources]
+        nesting = max(depth for _, depth in costs)
+        if nesting > MAX_PATTERN_NESTING:
+            raise SandboxError(f"grep: refused: pattern {shown} nests groups {nesting} deep; "
+                               f"the limit is {MAX_PATTERN_NESTING}")
+        atoms = sum(size for size, _ in costs)
+        if atoms > MAX_PATTERN_EXPANSION:
+            raise SandboxError(
+                f"grep: refused: pattern {shown} unrolls to {atoms:,} atoms once its counted "
+                f"repeats {{n}} are multiplied out; the limit is {MAX_PATTERN_EXPANSION:,} "
+                "(use + or * instead of large counts)")
+        literal = "F" in opts or not any(_REGEX_MAGIC.search(p) for p in patterns)
         engine = _regex or re
         flags = engine.IGNORECASE if "i" in opts else 0
-        try:
-            rx = engine.compile(source, flags)
-        except engine.error as e:
-            raise SandboxError(f"grep: invalid pattern {pattern!r}: {e}") from None
+        compiled = []
+        for pattern, source in zip(patterns, sources):
+            try:
+                compiled.append(engine.compile(source, flags))
+            except engine.error as e:
+                raise SandboxError(f"grep: invalid pattern {pattern!r}: {e}") from None
         # Stdlib `re` has no timeout: bound it with SIGALRM, which only the main thread gets;
         # elsewhere allow only literal text, which cannot backtrack catastrophically.
         use_alarm = _regex is None and threading.current_thread() is threading.main_thread()
@@ -416,25 +518,36 @@ class Sandbox:
             raise SandboxError("grep: regular expressions need the 'regex' package here; "
                                "use -F for a fixed string")
 
-        def search(line: str, seconds: float) -> object:
+        def search(rx: re.Pattern[str], line: str, seconds: float) -> object:
             if _regex is not None:
                 return rx.search(line, timeout=seconds)
             return _search_with_alarm(rx, line, seconds) if use_alarm else rx.search(line)
 
         budget = self.regex_timeout_s
         timeout = SandboxError(
-            f"grep: stopped: pattern {pattern!r} took over {self.regex_timeout_s:g} s of matching; "
+            f"grep: stopped: pattern {shown} took over {self.regex_timeout_s:g} s of matching; "
             "simplify it (avoid nested quantifiers like (a+)+) or use -F for a fixed string")
+        lines_seen = 0
 
         def match(line: str) -> bool:
-            nonlocal budget
-            if budget <= 0:
-                raise timeout
+            nonlocal budget, lines_seen
+            lines_seen += 1
+            if lines_seen % 256 == 0:
+                self._check()
             start = time.monotonic()
-            try:
-                found = search(line, budget) is not None
-            except TimeoutError:
-                raise timeout from None
+            found = False
+            for rx in compiled:
+                left = budget - (time.monotonic() - start)
+                if left <= 0:
+                    raise timeout
+                try:
+                    # Never past the command's own deadline either.
+                    if search(rx, line, min(left, max(self._deadline - time.monotonic(), 1e-3))):
+                        found = True
+                        break
+                except TimeoutError:
+                    self._check()  # the command's deadline, if that is what ran out
+                    raise timeout from None
             budget -= time.monotonic() - start
             return found
 
@@ -492,7 +605,7 @@ class Sandbox:
     def _sort(self, args: list[str], stdin: str | None) -> str:
         opts, ops = self._options("sort", args, "rnu")
         lines = [line for _, text in self._inputs("sort", self._expand(ops), stdin)
-                 for line in _lines(text)]
+                 for line in self._lines(text)]
         if "u" in opts:
             lines = list(dict.fromkeys(lines))
         key = (lambda s: (_leading_number(s), s)) if "n" in opts else None
@@ -502,7 +615,7 @@ class Sandbox:
         opts, ops = self._options("uniq", args, "c")
         runs: list[list] = []  # [line, count] for adjacent duplicates, as GNU uniq
         for _, text in self._inputs("uniq", self._expand(ops), stdin):
-            for line in _lines(text):
+            for line in self._lines(text):
                 if runs and runs[-1][0] == line:
                     runs[-1][1] += 1
                 else:
@@ -511,6 +624,106 @@ class Sandbox:
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+
+def redact_host_paths(text: str, root: str | os.PathLike[str]) -> str:
+    """``text`` with absolute host paths replaced: a path inside ``root`` by its path relative to
+    the tree ('.' for the root itself), any other by REDACTED_PATH. JSON is rewritten string by
+    string and re-serialised as the compile writes it (indent 2); other text in place."""
+    roots = {os.path.normpath(os.path.abspath(root)), os.path.realpath(root)}
+
+    def one(m: re.Match[str]) -> str:
+        found = m.group()
+        path = os.path.normpath(found[len("file://"):] if found.startswith("file://") else found)
+        for base in roots:
+            if path == base:
+                return "."
+            if path.startswith(base.rstrip("/") + "/"):
+                return path[len(base.rstrip("/")) + 1:]
+        return REDACTED_PATH
+
+    def scrub(value: object) -> object:
+        if isinstance(value, str):
+            return _HOST_PATH.sub(one, value)
+        if isinstance(value, list):
+            return [scrub(v) for v in value]
+        if isinstance(value, dict):
+            return {_HOST_PATH.sub(one, k): scrub(v) for k, v in value.items()}
+        return value
+
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return _HOST_PATH.sub(one, text)
+    tail = "\n" if text.endswith("\n") else ""
+    return json.dumps(scrub(data), indent=2, ensure_ascii=False) + tail
+
+
+def _pattern_cost(source: str) -> tuple[int, int]:
+    """(atoms, deepest group nesting) of a Python-syntax regex with its counted repeats unrolled,
+    as the engines compile them: x{100} is 100 atoms, (x{100}){100} is 10,000. Overcounts a
+    little (group prefixes like ?P<name> count as atoms), never under."""
+    frames = [[0, 0]]  # per open group: [atoms so far, atoms of its last item]
+    deepest, i, n = 0, 0, len(source)
+    while i < n:
+        c, frame = source[i], frames[-1]
+        if c == "(":
+            frames.append([0, 0])
+            deepest = max(deepest, len(frames) - 1)
+            i += 2 if source.startswith("?", i + 1) else 1  # (?:  (?P<  (?i): no quantifier
+            continue
+        if c == ")" and len(frames) > 1:
+            inner = frames.pop()[0]
+            frames[-1][0] += inner
+            frames[-1][1] = inner
+            i += 1
+            continue
+        if c == "|":
+            frame[1] = 0
+            i += 1
+            continue
+        if c in "*+?":  # loops, not unrolled
+            i += 1
+            continue
+        if c == "{" and (m := _COUNTED_REPEAT.match(source, i)) and (m[1] or m[3]):
+            count = max(int(m[1] or 0), int(m[3] or 0), 1)
+            frame[0] += frame[1] * (count - 1)
+            frame[1] *= count
+            i = m.end()
+            continue
+        if c == "\\":  # an escape is one atom
+            i += 2
+        elif c == "[":  # so is a character class
+            j = i + 1
+            j += source.startswith("^", j)
+            j += source.startswith("]", j)
+            while j < n and source[j] != "]":
+                j += 2 if source[j] == "\\" else 1
+            i = j + 1
+        else:
+            i += 1
+        frame[0] += 1
+        frame[1] = 1
+    return sum(f[0] for f in frames), deepest
+
+
+_STATM: tuple[int, int] | None = None  # (pid, fd) of /proc/self/statm, opened once per process
+
+
+def _memory_in_use() -> int:
+    """This process's resident memory in bytes. Linux: read from a /proc/self/statm descriptor
+    kept open (re-reading it opens no file); elsewhere the peak resident size, which only grows,
+    so the budget then bounds growth past the earlier peak."""
+    global _STATM
+    try:
+        if _STATM is None or _STATM[0] != os.getpid():  # a forked child needs its own
+            _STATM = (os.getpid(), os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC))
+        return int(os.pread(_STATM[1], 128, 0).split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak if sys.platform == "darwin" else peak * 1024
 
 
 def _split_pipeline(line: str) -> list[str]:

@@ -174,3 +174,157 @@ def test_source_fingerprint_ignores_excluded_output(tmp_path):
     write(corpus / "out" / "manifest.json", "{}")  # a compile writes its output
     assert source_fingerprint(corpus, exclude=[corpus / "out"]) == before
     assert source_fingerprint(corpus) != before
+
+
+# -- sandbox: patterns, budgets, hidden files, manifest view -------------------------------------
+
+from c2s_agent import sandbox as sandbox_module  # noqa: E402
+from c2s_agent.sandbox import MAX_PATTERN_EXPANSION, Sandbox, redact_host_paths  # noqa: E402
+
+CANARY = "CANARY-OUTSIDE-7f3a"
+HIDDEN = "CANARY-HIDDEN-19c2"
+
+
+def make_tree(tmp_path: Path) -> Path:
+    """A small tree in the compiled layout, with canaries beside it and hidden files inside it."""
+    (tmp_path / "canary.txt").write_text(CANARY + "\n")
+    write(tmp_path / "outside" / "x.md", CANARY + "\n")
+    root = tmp_path / "tree"
+    files = {
+        "INDEX.md": "# Corpus\n- skills/billing\n- skills/café\n",
+        "skills/billing/SKILL.md": "---\nname: billing\n---\n# Billing\nRefund policy: 30 days.\n"
+                                   "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab\n",
+        "skills/billing/refunds/INDEX.md": "# Refunds\n- `r-1` **Refund [bold]how[/]** — :x: ask\n",
+        "skills/café/SKILL.md": "# Café ☕\nNaïve unicode — 日本語 text\n",
+        "skills/café/日本/INDEX.md": "# 日本\nrows\n",
+        "entity_index.json": json.dumps({"Refund": [{"path": "skills/billing/SKILL.md", "mentions": 2}]}) + "\n",
+        "long.txt": "a" * 3000 + "!\n",
+        ".secret": HIDDEN + "\n",
+        ".git/config": HIDDEN + "\n",
+        "skills/billing/.notes.md": HIDDEN + "\n",
+    }
+    for rel, text in files.items():
+        write(root / rel, text)
+    manifest = {"corpus": "t", "source": str(tmp_path / "corpus"), "out": str(root),
+                "skills": [{"name": "billing", "path": "skills/billing/SKILL.md"}],
+                "stages": {"documents": {"artifacts": str(tmp_path / "home" / "artifacts"),
+                                         "note": f"read from {tmp_path}/corpus at start"}},
+                "bucket": "s3://bucket/key/part"}
+    write(root / "manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False))
+    write(root / "documents.sqlite", b"SQLite format 3\x00" + CANARY.encode())
+    (root / "link_out").symlink_to(tmp_path / "outside", target_is_directory=True)
+    (root / "skills" / "canary.md").symlink_to(tmp_path / "canary.txt")
+    os.mkfifo(root / "skills" / "pipe.md")
+    return root
+
+
+@pytest.fixture
+def hostile(tmp_path: Path) -> Path:
+    return make_tree(tmp_path)
+
+
+def test_unrolling_patterns_are_refused_before_compiling(hostile):
+    import tracemalloc
+
+    sb = Sandbox(hostile)
+    tracemalloc.start()
+    try:
+        out = sb.run("grep -E '((((a{100}){100}){100}){100})' manifest.json")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert out == ("grep: refused: pattern '((((a{100}){100}){100}){100})' unrolls to 100,000,000 "
+                   "atoms once its counted repeats {n} are multiplied out; the limit is 10,000 "
+                   "(use + or * instead of large counts)")
+    assert peak < 5 << 20 and sb.last_status == 2
+    # Basic-regex repeats and -e patterns count too, summed; small counts still work.
+    assert "unrolls to 10,001 atoms" in sb.run("grep '\\(ab\\)\\{5000\\}x' INDEX.md")
+    assert "unrolls to 10,001 atoms" in sb.run(f"grep -E -e 'a{{{MAX_PATTERN_EXPANSION}}}' -e b INDEX.md")
+    assert sb.run("grep -cE 'a{80}b' skills/billing/SKILL.md") == "1"
+    assert sb.run("grep -c 'a\\{3000\\}' long.txt") == "1"
+    assert sb.run("grep -E '" + "(" * 33 + "a" + ")" * 33 + "' INDEX.md") == (
+        "grep: refused: pattern '" + "(" * 33 + "a" + ")" * 33 + "' nests groups 33 deep; the limit is 32")
+
+
+def test_grep_honours_every_e_pattern(hostile):
+    sb = Sandbox(hostile)
+    assert sb.run("grep -e Refund -e Naïve -r skills") == (
+        "skills/billing/SKILL.md:Refund policy: 30 days.\n"
+        "skills/billing/refunds/INDEX.md:# Refunds\n"
+        "skills/billing/refunds/INDEX.md:- `r-1` **Refund [bold]how[/]** — :x: ask\n"
+        "skills/café/SKILL.md:Naïve unicode — 日本語 text")
+    assert sb.run("grep -c -e policy -e '^#' skills/billing/SKILL.md") == "2"
+    assert sb.run("grep -rl -e nomatch -e 日本語 .") == "./skills/café/SKILL.md"
+    assert sb.run("grep -vc -e a -e i -e '#' INDEX.md") == "0"
+    assert sb.run("grep -F -e '[bold]' -e '**' skills/billing/refunds/INDEX.md | wc -l") == "1"
+    assert sb.run("grep -w -e 30 -e day skills/billing/SKILL.md") == "Refund policy: 30 days."
+
+
+def test_hidden_files_are_invisible(hostile):
+    sb = Sandbox(hostile)
+    for command in ("ls", "ls -a", "ls -la", "ls -Ra", "find .", "find / -name '.*'",
+                    "grep -r CANARY", "grep -rl HIDDEN .", "cat .*", "cat */.*", "cat skills/billing/.*",
+                    "head .secret", "cat .git/config", "ls .git", "grep -r x .git", "wc -l .secret"):
+        out = sb.run(command)
+        assert HIDDEN not in out and ".secret" not in out.replace("'.secret' is hidden", ""), (command, out)
+        assert ".git/" not in out and ".notes" not in out.replace("'skills/billing/.notes.md'", ""), (command, out)
+    assert sb.run("cat .secret") == ("refused: '.secret' is hidden "
+                                     "(names starting with '.' are not part of the tree)")
+    assert sb.run("cat skills/billing/.notes.md").startswith("refused: 'skills/billing/.notes.md' is hidden")
+    assert sb.run("ls -a skills/billing") == "SKILL.md\nrefunds/"
+
+
+def test_manifest_is_shown_without_host_paths(hostile, tmp_path):
+    sb = Sandbox(hostile)
+    on_disk = (hostile / "manifest.json").read_text()
+    shown = sb.run("cat manifest.json")
+    assert str(tmp_path) not in shown and str(tmp_path) in on_disk
+    view = json.loads(shown)
+    assert view["source"] == "<host path>" and view["out"] == "."
+    assert view["stages"]["documents"] == {"artifacts": "<host path>", "note": "read from <host path> at start"}
+    assert view["bucket"] == "s3://bucket/key/part" and view["skills"][0]["path"] == "skills/billing/SKILL.md"
+    for command in ("grep -r tmp .", "grep -c / manifest.json", "head -n 3 manifest.json", "sort manifest.json",
+                    "grep -rh source", "tail -n +1 */../manifest.json"):
+        assert str(tmp_path) not in sb.run(command), command
+    assert (hostile / "manifest.json").read_text() == on_disk  # the file itself is untouched
+
+
+def test_redaction_keeps_relative_paths_and_urls():
+    root = "/srv/trees/t"
+    text = json.dumps({"a": "/srv/trees/t/skills/x/SKILL.md", "b": "/etc/passwd", "c": "skills/x",
+                       "d": "https://example.com/a/b", "e": "file:///home/u/c.md", "f": "1/2 and/or",
+                       "/home/u": "key", "g": "C:\\Users\\u\\corpus"})
+    assert json.loads(redact_host_paths(text, root)) == {
+        "a": "skills/x/SKILL.md", "b": "<host path>", "c": "skills/x", "d": "https://example.com/a/b",
+        "e": "<host path>", "f": "1/2 and/or", "<host path>": "key", "g": "<host path>"}
+    assert redact_host_paths("not json: /srv/trees/t and /opt/x", root) == "not json: . and <host path>"
+
+
+def test_every_command_runs_under_a_time_and_memory_budget(hostile, monkeypatch):
+    sb = Sandbox(hostile, time_budget_s=0.0)
+    assert sb.run("ls -R") == "stopped: this command ran over 0 s; narrow the path or the pattern"
+    assert sb.last_status == 2
+    # Memory is checked before the one allocation no later check could interrupt (splitting a
+    # large text into lines) and, throughout, as growth of the process's resident size.
+    write(hostile / "lines.txt", "a\n" * 600_000)
+    sb = Sandbox(hostile, memory_budget_bytes=8 << 20)
+    assert sb.run("cat lines.txt | wc -l") == (
+        "stopped: this command would use over 8 MiB of memory; narrow the path or page with head -n")
+    assert sb.run("head -n 1 long.txt | wc -c") == "3002"
+    growth = iter(range(0, 1 << 40, 4 << 20))  # each reading 4 MiB more than the last
+    monkeypatch.setattr(sandbox_module, "_memory_in_use", lambda: next(growth))
+    monkeypatch.setattr(sandbox_module, "MEMORY_CHECK_INTERVAL_S", 0.0)
+    sb = Sandbox(hostile, memory_budget_bytes=8 << 20)
+    assert "would use over 8 MiB of memory" in sb.run("find . -type f")
+
+
+def test_out_of_memory_inside_a_command_is_an_answer_not_a_crash(hostile, monkeypatch):
+    sb = Sandbox(hostile)
+
+    def boom(args, stdin):
+        raise MemoryError
+
+    monkeypatch.setitem(sb._commands, "wc", boom)
+    assert sb.run("wc -l INDEX.md") == ("stopped: the process ran out of memory running this command; "
+                                        "narrow the path or the pattern")
+    assert sb.run("ls skills") == "billing/\ncafé/\ncanary.md@\npipe.md"
