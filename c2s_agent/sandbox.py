@@ -350,7 +350,9 @@ class Sandbox:
                 data = f.read(SNIFF_BYTES)
                 binary = b"\0" in data
                 if not binary:
-                    data += f.read(MAX_SCAN_BYTES - self._scanned)
+                    # read(n) allocates n bytes up front: ask for what the file holds, not the cap.
+                    rest = min(MAX_SCAN_BYTES - self._scanned, size) - len(data)
+                    data += f.read(max(rest, 0))
         except OSError as e:
             self._errors.append(f"{cmd}: {label}: {e.strerror}")
             return None

@@ -328,3 +328,273 @@ def test_out_of_memory_inside_a_command_is_an_answer_not_a_crash(hostile, monkey
     assert sb.run("wc -l INDEX.md") == ("stopped: the process ran out of memory running this command; "
                                         "narrow the path or the pattern")
     assert sb.run("ls skills") == "billing/\ncafé/\ncanary.md@\npipe.md"
+
+
+# -- sandbox: generated commands -------------------------------------------------------------------
+
+import random  # noqa: E402
+import shlex  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import tracemalloc  # noqa: E402
+
+FILES = ["INDEX.md", "manifest.json", "entity_index.json", "long.txt", "documents.sqlite",
+         "skills/billing/SKILL.md", "skills/billing/refunds/INDEX.md", "skills/café/SKILL.md",
+         "skills/café/日本/INDEX.md", "skills/pipe.md", "/INDEX.md", "./skills//billing/SKILL.md"]
+DIRS = [".", "/", "skills", "skills/billing", "skills/café", "skills/café/日本", "skills/billing/refunds/"]
+GLOBS = ["*", "*/*", "*/*/*", "skills/*/SKILL.md", "skills/*/*/INDEX.md", "s*", "?NDEX.md", "[a-z]*",
+         "**", "*.json", "skills/[bc]*", ".*", "*/.*", "skills/*/.*", "*/*/*/*.md", "/*"]
+OUTSIDE = ["../canary.txt", "/etc/passwd", "~", "~/canary.txt", "link_out/x.md", "link_out", "skills/canary.md",
+           "/../canary.txt", "skills/../../canary.txt", "..", "../outside/x.md", ".secret", ".git/config",
+           "skills/billing/.notes.md", "/proc/self/environ", "//etc/passwd", "./../canary.txt", "link_out/../..",
+           "skills/café/../../../canary.txt", "../tree/../canary.txt", "nope", "", "-"]
+WORDS = ["refund", "Refund", "café", "日本語", "☕", "policy", "a", "#", "30", "x", "CANARY", "source", "tmp",
+         "\u202e", "é", "ab", "[bold]", ":x:", "--", "-e"]
+REGEXES = ["^#", "a.b", "Re(f|x)und", "[[:alpha:]]+", "\\bpolicy\\b", "\\<Ref", "a\\{3\\}", "(", ")", "[",
+           "*", "+", "\\", "é+", ".*", "a|b", "^$", "[^a-z]", "\\d+", "x{2,}", "(?i)ref", "\\p{L}+"]
+PATHOLOGICAL = ["(a+)+$", "(a|aa)+$", "(a*)*b", "((((a{100}){100}){100}){100})", "a{10001}",
+                "(" * 40 + "a" + ")" * 40, "(.*){20}x", "(a?){30}a{30}", "\\(a*\\)*b", "(x+x+)+y",
+                "((a{99}){99})", "[" * 300]
+FLAGS = {"ls": "Rla1F", "cat": "n", "grep": "rRinlcEwvFIhH", "head": "", "tail": "", "wc": "lwc",
+         "sort": "rnu", "uniq": "c", "find": "", "pwd": ""}
+CONSTRUCTS = [" ; cat ../canary.txt", " && ls", " > out.txt", " >> x", " < /etc/passwd", " $(cat ../canary.txt)",
+              " `id`", " &", "\ncat ../canary.txt", " 2>/dev/null", " || true", " ${HOME}", " $HOME", " (ls)"]
+JUNK = "aé日☕\u202e\x1b\t \\'\"*?[]{}|$!#~"
+
+
+def _quote(rng: random.Random, token: str) -> str:
+    roll = rng.random()
+    if roll < 0.55:
+        return token  # bare: globs expand, metacharacters reach the parser
+    if roll < 0.8:
+        return shlex.quote(token)
+    if roll < 0.95:
+        return '"' + token.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return token.replace(" ", "\\ ")
+
+
+def _operand(rng: random.Random) -> str:
+    pool = rng.choices([FILES, DIRS, GLOBS, OUTSIDE], weights=[5, 2, 3, 2])[0]
+    if rng.random() < 0.03:
+        return "".join(rng.choice(JUNK) for _ in range(rng.randint(1, 8)))
+    return rng.choice(pool)
+
+
+def _pattern(rng: random.Random) -> str:
+    pool = rng.choices([WORDS, REGEXES, PATHOLOGICAL], weights=[6, 4, 1])[0]
+    return rng.choice(pool)
+
+
+def _options(rng: random.Random, flags: str) -> list[str]:
+    chosen = [c for c in flags if rng.random() < 0.25]
+    if rng.random() < 0.02:
+        chosen.append(rng.choice("AZBx"))  # unsupported
+    if not chosen:
+        return []
+    if rng.random() < 0.5:
+        return ["-" + "".join(chosen)]
+    return ["-" + c for c in chosen]
+
+
+def _stage(rng: random.Random, first: bool) -> str:
+    if rng.random() < 0.03:
+        name = rng.choice(["rm", "python", "sh", "echo", "xargs"])  # not supported
+    else:
+        name = rng.choices(list(FLAGS), weights=[5, 5, 8, 3, 3, 2, 2, 2, 3, 1])[0]
+    args = _options(rng, FLAGS.get(name, "rf"))
+    if name in ("head", "tail"):
+        args += rng.choice([[], [], ["-n", str(rng.randint(0, 50))], [f"-{rng.randint(1, 9)}"], ["-n", "+2"],
+                            ["-n", "x"]])
+    patterns: list[str] = []
+    if name == "grep":
+        patterns = [_pattern(rng) for _ in range(rng.randint(2, 3) if rng.random() < 0.3 else 1)]
+        args += [a for p in patterns for a in ("-e", p)] if len(patterns) > 1 else patterns
+    if name == "find":
+        starts = [_operand(rng) for _ in range(rng.randint(0, 2))]
+        preds = rng.choice([[], ["-name", rng.choice(GLOBS)], ["-iname", "*.MD"], ["-type", rng.choice("fdl")],
+                            ["-maxdepth", str(rng.randint(0, 3))], ["-exec", "cat", "{}", "+"], ["-delete"],
+                            ["-name"], ["-name", "*", "-type", "f"]])
+        args = starts + preds
+    elif first or rng.random() < 0.15:
+        args += [_operand(rng) for _ in range(rng.choice([0, 1, 1, 1, 2, 3]))]
+    if name not in ("find", "head", "tail") and rng.random() < 0.2:
+        rng.shuffle(args)  # options after operands, values torn from their options
+    # Patterns are mostly quoted, as a careful agent would; bare ones meet the parser's refusals.
+    return " ".join([name] + [shlex.quote(a) if a in patterns and rng.random() < 0.85 else _quote(rng, a)
+                              for a in args])
+
+
+def generate_command(rng: random.Random) -> str:
+    stages = [_stage(rng, first=True)]
+    stages += [_stage(rng, first=False) for _ in range(rng.choice([0] * 6 + [1, 1, 1, 2, 3, 5, 9]))]
+    line = " | ".join(stages)
+    if rng.random() < 0.08:
+        line += rng.choice(CONSTRUCTS)
+    if rng.random() < 0.01:
+        line += " x" * 1000  # past the length limit
+    if rng.random() < 0.01:
+        line += "\x00"
+    return line
+
+
+# Audit events are process-wide and a hook cannot be removed: install one, and let it record only
+# while a sandbox call runs, and only from the thread that runs it.
+_AUDIT: dict = {"thread": None, "events": []}
+_WATCHED = {"open", "os.listdir", "os.scandir"}
+_FORBIDDEN = ("os.remove", "os.rename", "os.replace", "os.mkdir", "os.rmdir", "os.truncate", "os.chmod",
+              "os.chown", "os.utime", "os.symlink", "os.link", "os.system", "os.fork", "os.exec", "os.spawn",
+              "os.posix_spawn", "os.kill", "os.putenv", "os.unsetenv", "subprocess.", "socket.", "shutil.",
+              "sqlite3.connect", "ctypes.", "import")
+
+
+def _audit(event: str, args: tuple) -> None:
+    if _AUDIT["thread"] != threading.get_ident():
+        return
+    if event in _WATCHED or event.startswith(_FORBIDDEN):
+        _AUDIT["events"].append((event, args))
+
+
+def _install_audit_hook() -> None:
+    if not getattr(sys, "_c2s_sandbox_audit", False):
+        sys.addaudithook(_audit)
+        sys._c2s_sandbox_audit = True  # type: ignore[attr-defined]
+
+
+def _violations(events: list, root: Path) -> list:
+    bad = []
+    write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+    for event, args in events:
+        if event not in _WATCHED:
+            bad.append((event, args))
+            continue
+        path = args[0]
+        if not isinstance(path, (str, bytes, os.PathLike)):
+            bad.append((event, args))  # an open by descriptor: not something the sandbox does
+            continue
+        real = Path(os.path.realpath(os.fsdecode(path)))
+        if not real.is_relative_to(root):
+            bad.append((event, str(real)))
+        if event == "open":
+            mode, flags = args[1], args[2] if len(args) > 2 else 0
+            if (isinstance(mode, str) and set(mode) & set("wax+")) or (flags or 0) & write_flags:
+                bad.append(("write", str(real)))
+    return bad
+
+
+def _snapshot(top: Path) -> dict:
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(top):
+        for name in dirnames + filenames:
+            st = os.lstat(os.path.join(dirpath, name))
+            out[os.path.join(dirpath, name)] = (st.st_mode, st.st_size, st.st_mtime_ns)
+    return out
+
+
+@pytest.mark.timeout(120)
+def test_generated_commands_stay_confined_and_bounded(hostile, tmp_path):
+    rng = random.Random(20240611)
+    commands = [generate_command(rng) for _ in range(400)]
+    root = hostile.resolve()
+    sb = Sandbox(hostile, max_output_bytes=4096, regex_timeout_s=0.05, time_budget_s=2.0,
+                 memory_budget_bytes=64 << 20)
+    sb.run("ls")  # first-use imports and caches are not the command's doing
+    _install_audit_hook()
+    before = _snapshot(tmp_path)
+    tracing = tracemalloc.is_tracing()
+    if not tracing:
+        tracemalloc.start()
+    statuses: dict[int, int] = {}
+    started = time.monotonic()
+    try:
+        for command in commands:
+            tracemalloc.reset_peak()
+            base = tracemalloc.get_traced_memory()[0]
+            _AUDIT["events"] = []
+            _AUDIT["thread"] = threading.get_ident()
+            t0 = time.monotonic()
+            try:
+                out = sb.run(command)
+            finally:
+                _AUDIT["thread"] = None
+            elapsed = time.monotonic() - t0
+            peak = tracemalloc.get_traced_memory()[1] - base
+            assert isinstance(out, str), command
+            assert not _violations(_AUDIT["events"], root), (command, _violations(_AUDIT["events"], root))
+            assert CANARY not in out and HIDDEN not in out, (command, out)
+            if str(tmp_path) not in command:
+                assert str(tmp_path) not in out, (command, out)  # no host path, manifest included
+            assert not out.startswith("error: "), (command, out)  # every failure is a known one
+            assert elapsed < sb.time_budget_s + 1.0, (command, elapsed)
+            assert peak < sb.memory_budget_bytes, (command, peak)
+            assert sb.last_status in (0, 1, 2)
+            statuses[sb.last_status] = statuses.get(sb.last_status, 0) + 1
+    finally:
+        if not tracing:
+            tracemalloc.stop()
+    assert _snapshot(tmp_path) == before  # nothing written, created or removed
+    # The generator reaches successes, per-file errors and refusals alike.
+    assert all(statuses.get(k, 0) >= 20 for k in (0, 1, 2)), statuses
+    assert time.monotonic() - started < 20
+
+
+# -- terminal output ----------------------------------------------------------------------------------
+
+HOSTILE_TITLE = "[bold red]Alarm[/] :x: \x1b[31mred\x1b[0m \u202egnp.exe"
+
+
+def cli_tree(tmp_path: Path) -> Path:
+    """A minimal serving tree whose one document has a title made to steer a terminal."""
+    from c2s_pipeline.docstore import StoredDocument, write_document_store
+
+    root = tmp_path / "cli-tree"
+    write(root / "skills" / "alarm" / "SKILL.md",
+          "---\nname: alarm\ndescription: 'Alarms [bold]and[/] :x: codes'\nmetadata:\n  documents: 1\n---\n"
+          "# Alarm\n\nLine with an escape: \x1b]0;pwned\x07 done\n")
+    write(root / "manifest.json", json.dumps({"source": str(tmp_path / "corpus")}))
+    write_document_store(root / "documents.sqlite",
+                         [StoredDocument("alarm-1", HOSTILE_TITLE, "Alarm text [link=x]y[/link].", "h", "a.md")])
+    return root
+
+
+def test_ask_prints_document_text_literally(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from c2s_agent import agent
+    from c2s_agent.agent import Reply
+    from c2s_agent.cli import app
+
+    def provider(question, tools, budget, system, **opts):
+        tools.get_document("alarm-1")
+        return Reply(answer="See [alarm-1] :x: [bold red]now[/] \x1b[2J", path="skills → [red]alarm[/]",
+                     flags=["[blink]flag[/] :warning:"])
+
+    monkeypatch.setitem(agent._PROVIDERS, "hostile", provider)
+    res = CliRunner().invoke(app, ["ask", "--tree", str(cli_tree(tmp_path)), "--provider", "hostile", "alarms?"])
+    assert res.exit_code == 0, res.output
+    out = res.output
+    assert "[bold red]Alarm[/] :x: \\x1b[31mred\\x1b[0m \\u202egnp.exe" in out  # the title, literally
+    assert "See [alarm-1] :x: [bold red]now[/] \\x1b[2J" in out
+    assert "[blink]flag[/] :warning:" in out and "path: skills → [red]alarm[/]" in out
+    assert "\x1b" not in out and "\u202e" not in out
+    assert "❌" not in out and "⚠" not in out  # no emoji codes rendered
+
+
+def test_shell_exit_status_follows_the_command(tmp_path):
+    from typer.testing import CliRunner
+
+    from c2s_agent.cli import app
+
+    tree = str(cli_tree(tmp_path))
+    runner = CliRunner()
+    ok = runner.invoke(app, ["shell", "--tree", tree, "cat skills/alarm/SKILL.md"])
+    assert ok.exit_code == 0 and "Line with an escape: \\x1b]0;pwned\\x07 done" in ok.output
+    assert "\x1b" not in ok.output and "\x07" not in ok.output
+    missing = runner.invoke(app, ["shell", "--tree", tree, "cat skills/alarm/SKILL.md nope.md"])
+    assert missing.exit_code == 1 and "cat: nope.md: No such file or directory" in missing.output
+    for command, message in (("cat /etc/passwd", "outside the tree"), ("rm -rf skills", "command not found"),
+                             ("grep -E '(' manifest.json", "invalid pattern"), ("ls; id", "refused"),
+                             ("grep -E 'a{20000}' manifest.json", "unrolls to")):
+        res = runner.invoke(app, ["shell", "--tree", tree, command])
+        assert res.exit_code == 2 and message in res.output, (command, res.output)
+    assert runner.invoke(app, ["shell", "--tree", tree, "cat manifest.json"]).output.strip() == (
+        '{\n  "source": "<host path>"\n}')
