@@ -3,15 +3,33 @@ in the agent's sandbox. :func:`register` adds both commands to another typer app
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.markup import escape
+from rich.markup import escape as _escape_markup
 
 app = typer.Typer(help="Ask questions of a compiled c2s tree.", no_args_is_help=True, add_completion=False)
-out = Console(highlight=False, soft_wrap=True)  # no hard breaks inside ids and paths
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+# Titles, answers and ids come from documents: no :emoji: codes, markup only where escaped.
+out = Console(highlight=False, soft_wrap=True, emoji=False)  # no hard breaks inside ids and paths
+err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+
+# Characters that steer a terminal rather than print: C0/C1 controls (ANSI escapes, carriage
+# returns that overwrite a line) and bidirectional overrides that reorder what is shown.
+_UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` with terminal control characters shown as escapes (\\x1b), newlines and tabs kept."""
+    return _UNPRINTABLE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                            else f"\\u{ord(m.group()):04x}", text)
+
+
+def escape(text: str) -> str:
+    """Document-derived text for Rich: printed literally, markup and control characters inert."""
+    return _escape_markup(printable(text))
+
 
 TREE_HELP = "compiled tree (the --out of c2s compile)"
 
@@ -83,8 +101,12 @@ def shell(
     command: str = typer.Argument(..., help='one command line, e.g. "grep -ril refund skills | head"'),
     tree: Path = typer.Option(..., "--tree", help=TREE_HELP),
 ) -> None:
-    """Run COMMAND in the agent's code_execution sandbox over the tree and print its output."""
-    typer.echo(_tools(tree).code_execution(command))
+    """Run COMMAND in the agent's code_execution sandbox over the tree and print its output.
+    Exits 1 when the command reported errors (a missing file), 2 when it was refused or failed."""
+    tools = _tools(tree)
+    typer.echo(printable(tools.code_execution(command)))
+    if tools.sandbox.last_status:
+        raise typer.Exit(tools.sandbox.last_status)
 
 
 def register(target: typer.Typer) -> None:
