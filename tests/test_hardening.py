@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import shlex
+import sys
 import threading
+import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
 
+from c2s_agent import sandbox as sandbox_module
+from c2s_agent.sandbox import MAX_PATTERN_EXPANSION, Sandbox, redact_host_paths
 from c2s_pipeline.ingest import MAX_FILE_BYTES, read_corpus, source_fingerprint
 
 
@@ -156,11 +163,11 @@ def test_hidden_and_excluded_directories_are_counted_not_read(tmp_path):
     write(corpus / "out" / "skills" / "a" / "SKILL.md", "# Skill\n\nCompiled output.")
     write(corpus / "home" / "storage" / "run.md", "# Run\n\nDagster state.")
     write(corpus / "sub" / "b.md", "# B\n\nAnother document.")
+    # tmp_path holds the corpus (a $DAGSTER_HOME above it): that cannot exclude everything.
     result = read_corpus(corpus, exclude=[corpus / "out", corpus / "home", tmp_path])
     assert sorted(d.doc_id for d in result.documents) == ["a.md", "sub/b.md"]
     assert result.excluded == ["home", "out"]
     assert result.ignored_hidden == 2 and result.rejected == []
-    # tmp_path holds the corpus: excluding it cannot exclude everything.
     assert result.summary() == {"accepted": 2, "rejected": 0, "duplicate": 0, "ignored_hidden": 2,
                                 "excluded": 2}
     # Without exclude (the callers that pass nothing) the output would be read back.
@@ -178,8 +185,6 @@ def test_source_fingerprint_ignores_excluded_output(tmp_path):
 
 # -- sandbox: patterns, budgets, hidden files, manifest view -------------------------------------
 
-from c2s_agent import sandbox as sandbox_module  # noqa: E402
-from c2s_agent.sandbox import MAX_PATTERN_EXPANSION, Sandbox, redact_host_paths  # noqa: E402
 
 CANARY = "CANARY-OUTSIDE-7f3a"
 HIDDEN = "CANARY-HIDDEN-19c2"
@@ -224,8 +229,6 @@ def hostile(tmp_path: Path) -> Path:
 
 
 def test_unrolling_patterns_are_refused_before_compiling(hostile):
-    import tracemalloc
-
     sb = Sandbox(hostile)
     tracemalloc.start()
     try:
@@ -332,11 +335,6 @@ def test_out_of_memory_inside_a_command_is_an_answer_not_a_crash(hostile, monkey
 
 # -- sandbox: generated commands -------------------------------------------------------------------
 
-import random  # noqa: E402
-import shlex  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-import tracemalloc  # noqa: E402
 
 FILES = ["INDEX.md", "manifest.json", "entity_index.json", "long.txt", "documents.sqlite",
          "skills/billing/SKILL.md", "skills/billing/refunds/INDEX.md", "skills/café/SKILL.md",
