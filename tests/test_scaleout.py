@@ -4,6 +4,7 @@ while a webserver and a daemon share the same Postgres-backed instance."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -15,7 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-from dagster import DagsterEventType, DagsterInstance, DagsterRun, execute_job, reconstructable, validate_run_config
+from dagster import (DagsterEventType, DagsterInstance, DagsterRun, RunsFilter, execute_job, reconstructable,
+                     validate_run_config)
 
 from c2s_pipeline.executors import CHOICES, ExecutorChoiceError, compile_executor, compile_job_def
 from c2s_pipeline.layout import MANIFEST_FILE
@@ -26,6 +28,41 @@ from .postgres import shared_server, write_instance_config
 
 BIN = Path(sys.executable).parent
 K8S = ROOT / "deploy" / "k8s"
+
+
+def test_the_suite_instance_is_postgres(dagster_home):
+    with DagsterInstance.from_config(str(dagster_home)) as instance:
+        assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+        assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
+        assert not instance.telemetry_enabled and instance.run_monitoring_enabled
+
+
+def commented_block(text: str, first: str) -> dict:
+    """The YAML block that the shipped dagster.yaml shows in comments, starting at ``first``."""
+    lines = text.splitlines()
+    start = lines.index(f"#   {first}")
+    block = [lines[start][4:]]
+    for line in lines[start + 1:]:
+        if not line.startswith("#     "):
+            break
+        block.append(line[4:])
+    return yaml.safe_load("\n".join(block))
+
+
+def test_the_documented_postgres_storage_works(tmp_path, monkeypatch):
+    shipped = (ROOT / "dagster.yaml").read_text()
+    config = {**yaml.safe_load(shipped), **commented_block(shipped, "storage:")}
+    assert config["storage"] == {"postgres": {"postgres_url": {"env": "C2S_POSTGRES_URL"}}}
+    monkeypatch.setenv("C2S_POSTGRES_URL", shared_server().create_database("c2s_documented"))
+    (tmp_path / "dagster.yaml").write_text(yaml.safe_dump(config))
+    with DagsterInstance.from_config(str(tmp_path)) as instance:
+        assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+        instance.add_dynamic_partitions("corpus", ["alpha"])
+        assert instance.get_dynamic_partitions("corpus") == ["alpha"]
+    # The commented launcher block is the example's, abridged.
+    launcher = commented_block(shipped, "run_launcher:")["run_launcher"]
+    example = yaml.safe_load((K8S / "dagster.yaml").read_text())["run_launcher"]
+    assert launcher["class"] == example["class"] and launcher["config"].items() <= example["config"].items()
 
 
 def test_shipped_instance_config(tmp_path):
@@ -124,3 +161,183 @@ def test_k8s_examples_match_dagster_k8s(tmp_path, monkeypatch):
     run_config = yaml.safe_load((K8S / "run_config.yaml").read_text())
     validate_run_config(job, run_config)
     assert set(run_config["execution"]["config"]["per_step_k8s_config"]) <= {n.name for n in job.nodes}
+
+
+def make_corpus(folder: Path, n: int = 30) -> Path:
+    folder.mkdir(parents=True)
+    topics = ["refund", "invoice", "domain", "calendar", "password", "payout"]
+    for i in range(n):
+        topic = topics[i % len(topics)]
+        (folder / f"{topic}-{i}.md").write_text(
+            f"# {topic.title()} question {i}\n\nHow the {topic} feature works, case {i}: "
+            f"open the {topic} settings, choose option {i % 4}, and save.")
+    return folder
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Service:
+    """A long-running command in its own process group, its output in a log file."""
+
+    def __init__(self, name: str, args: list[str], env: dict, logs: Path):
+        self.name = name
+        self.log_path = logs / f"{name}.log"
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen([str(a) for a in args], cwd=ROOT, env=env, stdout=self._log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_for(self, ready, what: str, timeout: float):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail(f"{self.name} exited ({self.proc.returncode}) before {what}:\n{self.log()[-3000:]}")
+            try:
+                value = ready()
+            except httpx.HTTPError:
+                value = None
+            if value:
+                return value
+            time.sleep(0.5)
+        pytest.fail(f"no {what} within {timeout:.0f} s; {self.name} log:\n{self.log()[-3000:]}")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        self._log.close()
+
+
+def graphql(url: str, query: str, **variables) -> dict:
+    response = httpx.post(url, json={"query": query, "variables": variables}, timeout=30)
+    response.raise_for_status()
+    body = response.json()
+    assert "errors" not in body, body["errors"]
+    return body["data"]
+
+
+RUNS = """query($corpus: String!) { runsOrError(filter: {tags: [{key: "c2s/corpus", value: $corpus}]}) {
+    ... on Runs { results { runId status stepStats { stepKey status } } } } }"""
+DAEMONS = "{ instance { daemonHealth { allDaemonStatuses { daemonType required healthy } } } }"
+
+
+@pytest.mark.timeout(420)
+# dagster-celery registers its step task on the executor's app twice; the warning is its own.
+@pytest.mark.filterwarnings("ignore:Task name 'execute_plan' is already registered")
+def test_celery_compile_on_a_shared_postgres_instance(tmp_path, monkeypatch):
+    """One Postgres instance; a Celery worker runs the compile's steps, the webserver shows the
+    run, the daemon's heartbeats arrive over GraphQL."""
+    home = tmp_path / "home"
+    write_instance_config(home, shared_server().create_database("c2s_scaleout"))
+    broker, results = tmp_path / "broker", tmp_path / "results"
+    for folder in (broker / "queue", broker / "processed", results):
+        folder.mkdir(parents=True)
+    # One file configures the workers (-y) and the runs' executor (C2S_CELERY_CONFIG).
+    celery_config = tmp_path / "celery.yaml"
+    celery_config.write_text(yaml.safe_dump({"execution": {"config": {
+        "broker": "filesystem://",
+        "backend": f"file://{results}",
+        "config_source": {
+            "broker_transport_options": {"data_folder_in": str(broker / "queue"),
+                                         "data_folder_out": str(broker / "queue"),
+                                         "data_folder_processed": str(broker / "processed"),
+                                         "polling_interval": 0.2},
+            "broker_connection_retry_on_startup": True,
+        }}}}))
+    settings = {"DAGSTER_HOME": str(home), "C2S_EXECUTOR": "celery", "C2S_CELERY_CONFIG": str(celery_config)}
+    for key, value in settings.items():
+        monkeypatch.setenv(key, value)
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "HF_HUB_OFFLINE": "1"}
+    pidfile = tmp_path / "worker.pid"
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    services: list[Service] = []
+    try:
+        worker = Service("worker", [BIN / "dagster-celery", "worker", "start", "-A", "dagster_celery.app",
+                                    "-y", celery_config, "-n", "c2s-test", "--", "--pool=solo", f"--pidfile={pidfile}"],
+                         env, tmp_path)
+        services.append(worker)
+        webserver = Service("webserver", [sys.executable, "-m", "dagster_webserver", "-w", ROOT / "workspace.yaml",
+                                          "-h", "127.0.0.1", "-p", port], env, tmp_path)
+        services.append(webserver)
+
+        spec = CorpusSpec(name="scaleout", source=str(make_corpus(tmp_path / "corpus")), out=str(tmp_path / "tree"))
+        Workspace(home).register(spec)
+        worker.wait_for(lambda: " ready." in worker.log(), "celery worker ready", 120)
+        worker_pid = int(pidfile.read_text())
+
+        with DagsterInstance.from_config(str(home)) as instance:
+            instance.add_dynamic_partitions("corpus", [spec.name])
+            outcome: dict = {}
+
+            def compile_run():
+                try:
+                    outcome["result"] = execute_job(
+                        reconstructable(compile_job_def), instance=instance,
+                        run_config={"resources": {"workspace": {"config": {"home": str(home)}}}},
+                        tags={"dagster/partition": spec.name, "c2s/corpus": spec.name})
+                except BaseException as exc:  # reported below, in the test's thread
+                    outcome["error"] = exc
+
+            runner = threading.Thread(target=compile_run, daemon=True)
+            runner.start()
+            # The daemon starts once the run exists, so its corpus sensor leaves the corpus to that run.
+            deadline = time.monotonic() + 60
+            while not instance.get_run_ids(RunsFilter(tags={"c2s/corpus": spec.name})) and runner.is_alive():
+                assert time.monotonic() < deadline, "the compile run was not created within 60 s"
+                time.sleep(0.2)
+            daemon = Service("daemon", [BIN / "dagster-daemon", "run", "-w", ROOT / "workspace.yaml"], env, tmp_path)
+            services.append(daemon)
+
+            runner.join(timeout=300)
+            assert not runner.is_alive(), f"the compile did not finish within 300 s:\n{worker.log()[-3000:]}"
+            if "error" in outcome:
+                raise outcome["error"]
+            result = outcome["result"]
+            assert result.success, worker.log()[-3000:]
+
+            # Every step ran in the worker's process, not in this one.
+            logs = instance.all_logs(result.run_id)
+            started = {e.step_key: e.dagster_event.pid for e in logs if e.dagster_event_type == DagsterEventType.STEP_START}
+            assert "documents" in started and "skill_tree" in started
+            assert set(started.values()) == {worker_pid} != {os.getpid()}
+            delegated = [e for e in logs if e.dagster_event_type == DagsterEventType.ENGINE_EVENT
+                         and "in celery worker" in (e.message or "")]
+            assert {e.step_key for e in delegated} == set(started)
+            assert all(e.dagster_event.engine_event_data.metadata["Celery worker"].value.startswith("c2s-test@")
+                       for e in delegated)
+        manifest = json.loads((tmp_path / "tree" / MANIFEST_FILE).read_text())
+        assert len(manifest["doc_paths"]) == 30
+        assert list((tmp_path / "tree" / "skills").glob("*/SKILL.md"))
+
+        # The webserver, on the same instance, shows that run and its steps.
+        webserver.wait_for(lambda: httpx.get(f"{url}/server_info", timeout=2).status_code == 200,
+                           "webserver up", 120)
+        runs = graphql(f"{url}/graphql", RUNS, corpus=spec.name)["runsOrError"]["results"]
+        assert [(r["runId"], r["status"]) for r in runs] == [(result.run_id, "SUCCESS")]
+        assert {s["stepKey"] for s in runs[0]["stepStats"]} == set(started)
+
+        # The daemon's heartbeats reach the instance: every daemon it must run is healthy,
+        # the run queue and run monitoring among them.
+        def daemons_healthy():
+            statuses = graphql(f"{url}/graphql", DAEMONS)["instance"]["daemonHealth"]["allDaemonStatuses"]
+            required = {s["daemonType"]: s["healthy"] for s in statuses if s["required"]}
+            return required if required and all(required.values()) else None
+
+        healthy = daemon.wait_for(daemons_healthy, "healthy daemon heartbeats", 150)
+        assert {"SENSOR", "SCHEDULER", "QUEUED_RUN_COORDINATOR", "MONITORING"} <= set(healthy)
+    finally:
+        for service in reversed(services):
+            service.stop()
