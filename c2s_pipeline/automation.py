@@ -122,7 +122,7 @@ def _requests(context, workspace: WorkspaceResource, s3: S3Resource, trigger: st
             skipped.append(f"{name}: {decision.reason}")
             continue
         requests.append(RunRequest(partition_key=name, run_key=run_key(name, decision.state),
-                                   run_config=compile_run_config(spec, workspace.home),
+                                   run_config=compile_run_config(spec, workspace.workspace.home),
                                    tags=compile_tags(spec, trigger, decision.state)))
     for line in skipped:
         context.log.info(f"no run for corpus {line}")

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from dagster import (
+    AssetCheckSeverity,
     DagsterEventType,
     DagsterInstance,
     ReexecutionOptions,
@@ -217,9 +218,16 @@ def failure_message(result) -> str:
     """The failing step and its reason, without a traceback for errors the user can act on."""
     from .assets._stage import SELF_DESCRIBED
 
+    failed_checks = [f"{e.check_name}: {e.description}" for e in
+                     (event.event_specific_data for event in result.all_events
+                      if event.event_type == DagsterEventType.ASSET_CHECK_EVALUATION)
+                     if not e.passed and e.severity == AssetCheckSeverity.ERROR]
     for event in result.all_events:
         if event.event_type == DagsterEventType.STEP_FAILURE:
             error = event.step_failure_data.error
+            if error and error.cls_name == "DagsterAssetCheckFailedError" and failed_checks:
+                return (f"{event.step_key}: the rendered tree failed its checks and was not published (the "
+                        f"previous tree keeps serving): {'; '.join(failed_checks)}")
             user = event.step_failure_data.user_failure_data
             reason = (user.description if user and user.description else None) or (
                 error.cause.message if error and error.cause else error.message if error else "unknown error")

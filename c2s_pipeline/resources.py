@@ -20,14 +20,14 @@ from .workspace import CorpusSpec, LLMSettings, Workspace, default_home
 class WorkspaceResource(ConfigurableResource):
     """The c2s home: corpus registry (corpora.yaml), stage artifacts, per-item cache."""
 
-    home: str = Field(default_factory=lambda: str(default_home()))
+    home: str | None = Field(None, description="the c2s home (default: $DAGSTER_HOME, else ./.c2s)")
 
     _workspace: Workspace | None = PrivateAttr(default=None)
 
     @property
     def workspace(self) -> Workspace:
         if self._workspace is None:
-            self._workspace = Workspace(self.home)
+            self._workspace = Workspace(self.home or default_home())
         return self._workspace
 
     def corpus(self, name: str) -> CorpusSpec:

@@ -126,7 +126,7 @@ def test_manifest_contract(compiled):
     assert stats["nav_bytes"]["max"] == max(f.stat().st_size for f in nav_files(compiled.out))
     assert all(m["checks"][c]["passed"] for c in m["checks"] if c != "nav_file_sizes")
     assert {"documents", "doc_cards", "doc_embeddings", "clusters/level_1", "summaries/level_1",
-            "repartition/level_1", "entities", "skill_tree"} <= set(m["stages"])
+            "repartition/level_1", "entities", "staged_tree"} <= set(m["stages"])
 
 
 def test_wixqa_gold_ids_survive(wixqa_tree, wixqa_questions):

@@ -20,7 +20,7 @@ from .conftest import ROOT
 
 STAGES = {"documents", "doc_cards", "doc_embeddings", "clusters/level_1", "summaries/level_1",
           "repartition/level_1", "clusters/level_2", "summaries/level_2", "repartition/level_2",
-          "entities", "skill_tree"}
+          "entities", "staged_tree", "skill_tree"}
 
 
 def test_definitions_load():

@@ -91,11 +91,11 @@ def test_a_crash_while_rendering_leaves_the_published_tree_serving(changed_corpu
 
     monkeypatch.setattr(publish_stage, "write_document_store", disk_full)
     spec = CorpusSpec(name="living", source=str(second.source), out=str(second.out))
-    with pytest.raises(CompileError, match="skill_tree: .*No space left on device"):
+    with pytest.raises(CompileError, match="staged_tree: .*No space left on device"):
         compile_corpus(spec, Workspace(dagster_home), full=True)
     after = {p.relative_to(second.out): p.read_bytes() for p in second.out.rglob("*") if p.is_file()}
     assert after == before
-    assert not [p for p in second.out.parent.iterdir() if ".staging-" in p.name or ".previous-" in p.name]
+    assert not [p for p in second.out.parent.iterdir() if ".staged" in p.name or ".previous-" in p.name]
 
 
 def test_level_update_counts_each_clusters_member_changes():
