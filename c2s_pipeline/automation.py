@@ -92,10 +92,10 @@ def compiled_state(instance: DagsterInstance, corpus: str) -> str | None:
     return entry.value if entry is not None else None
 
 
-def compile_decision(spec: CorpusSpec, instance: DagsterInstance, s3: S3Resource) -> Decision:
+def compile_decision(spec: CorpusSpec, home: Path, instance: DagsterInstance, s3: S3Resource) -> Decision:
     """Whether ``spec`` needs a compile run now, and why (the one rule the sensor and the
     schedule share)."""
-    fingerprint = corpus_fingerprint(spec.source, s3)
+    fingerprint = corpus_fingerprint(spec, home, s3)
     if fingerprint == "missing":
         return Decision(False, f"source {spec.source} does not exist")
     state = corpus_state(spec, fingerprint)
@@ -117,7 +117,7 @@ def _requests(context, workspace: WorkspaceResource, s3: S3Resource, trigger: st
     for name, spec in sorted(workspace.workspace.corpora().items()):
         if name not in known:
             continue
-        decision = compile_decision(spec, context.instance, s3)
+        decision = compile_decision(spec, workspace.workspace.home, context.instance, s3)
         if not decision.needed:
             skipped.append(f"{name}: {decision.reason}")
             continue

@@ -69,6 +69,11 @@ POpt = Annotated[Optional[int], typer.Option("--p", help="branching ratio (defau
 KOpt = Annotated[Optional[int], typer.Option("--k", help="maximum number of top-level skills (default 10)")]
 TauOpt = Annotated[Optional[float], typer.Option("--tau", help="soft-assignment cosine margin (default 0.05)")]
 PublishOpt = Annotated[Optional[str], typer.Option("--publish", help="also publish the tree to s3://bucket/prefix/")]
+FollowOpt = Annotated[Optional[bool], typer.Option("--follow-symlinks/--no-follow-symlinks",
+                                                   help="read symlinks whose target stays inside the corpus "
+                                                        "(default: symlinks are listed as rejected)")]
+MaxFileOpt = Annotated[Optional[int], typer.Option("--max-file-bytes", min=1, help="reject larger input files "
+                                                                                   "unread (default 50 MiB)")]
 
 
 @app.command("compile")
@@ -81,6 +86,7 @@ def compile_command(
     dry_run: bool = typer.Option(False, "--dry-run", help="estimate calls, tokens and dollars per stage; call "
                                                           "nothing, compile nothing"),
     p: POpt = None, k: KOpt = None, tau: TauOpt = None, publish: PublishOpt = None,
+    follow_symlinks: FollowOpt = None, max_file_bytes: MaxFileOpt = None,
     full: bool = typer.Option(False, "--full", help="rebuild from scratch instead of updating the published tree"),
     as_json: bool = typer.Option(False, "--json", help="print the manifest (or the --dry-run estimate) as JSON"),
 ) -> None:
@@ -89,7 +95,8 @@ def compile_command(
     from .compiler import CompileError, compile_corpus
 
     workspace = Workspace()
-    spec = _spec(workspace, corpus, path, out, dict(p=p, k=k, tau=tau, publish=publish),
+    spec = _spec(workspace, corpus, path, out, dict(p=p, k=k, tau=tau, publish=publish, follow_symlinks=follow_symlinks,
+                                     max_file_bytes=max_file_bytes),
                  dict(provider=provider, model=model, card_model=card_model, base_url=base_url,
                       concurrency=concurrency, max_cost=max_cost))
     if dry_run:
@@ -171,11 +178,13 @@ def corpus_add_command(
     out: OutOpt = None, provider: ProviderOpt = None, model: ModelOpt = None, card_model: CardModelOpt = None,
     base_url: BaseUrlOpt = None, concurrency: ConcurrencyOpt = None, max_cost: MaxCostOpt = None,
     p: POpt = None, k: KOpt = None, tau: TauOpt = None, publish: PublishOpt = None,
+    follow_symlinks: FollowOpt = None, max_file_bytes: MaxFileOpt = None,
 ) -> None:
     """Register PATH in corpora.yaml, with the settings every run of it compiles with, and add it as a
     `corpus` partition of the Dagster instance."""
     workspace = Workspace()
-    _register(workspace, _spec(workspace, corpus, path, out, dict(p=p, k=k, tau=tau, publish=publish),
+    _register(workspace, _spec(workspace, corpus, path, out, dict(p=p, k=k, tau=tau, publish=publish, follow_symlinks=follow_symlinks,
+                                     max_file_bytes=max_file_bytes),
                                dict(provider=provider, model=model, card_model=card_model, base_url=base_url,
                                     concurrency=concurrency, max_cost=max_cost)))
 
@@ -187,11 +196,13 @@ def corpus_set_command(
     out: OutOpt = None, provider: ProviderOpt = None, model: ModelOpt = None, card_model: CardModelOpt = None,
     base_url: BaseUrlOpt = None, concurrency: ConcurrencyOpt = None, max_cost: MaxCostOpt = None,
     p: POpt = None, k: KOpt = None, tau: TauOpt = None, publish: PublishOpt = None,
+    follow_symlinks: FollowOpt = None, max_file_bytes: MaxFileOpt = None,
 ) -> None:
     """Change how a registered corpus is compiled; the next run from any launcher uses the new settings
     (the sensor sees the change and requests one)."""
     workspace = Workspace()
-    _register(workspace, _spec(workspace, corpus, source, out, dict(p=p, k=k, tau=tau, publish=publish),
+    _register(workspace, _spec(workspace, corpus, source, out, dict(p=p, k=k, tau=tau, publish=publish, follow_symlinks=follow_symlinks,
+                                     max_file_bytes=max_file_bytes),
                                dict(provider=provider, model=model, card_model=card_model, base_url=base_url,
                                     concurrency=concurrency, max_cost=max_cost)))
 

@@ -106,7 +106,7 @@ def compile_corpus(spec: CorpusSpec, workspace: Workspace, instance: DagsterInst
         workspace.register(spec)
         if not instance.has_dynamic_partition(corpus_partitions.name, spec.name):
             instance.add_dynamic_partitions(corpus_partitions.name, [spec.name])
-        state = corpus_state(spec, corpus_fingerprint(spec.source, s3 or S3Resource()))
+        state = corpus_state(spec, corpus_fingerprint(spec, workspace.home, s3 or S3Resource()))
         tags = {**compile_tags(spec, "cli", state), COMPILE_ID_TAG: compile_id, "dagster/partition": spec.name}
         result = _execute(instance, {**compile_run_config(spec, workspace.home, full=full), **QUIET_LOGS}, tags)
     if not result.success:

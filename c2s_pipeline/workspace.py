@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, Field, field_validator
 
 from .cache import ItemCache
+from .ingest import MAX_FILE_BYTES
 
 REGISTRY_FILE = "corpora.yaml"
 PARTITION_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -60,7 +61,14 @@ class CorpusSpec(BaseModel):
     k: int = Field(10, ge=2, description="stop when fewer than k clusters remain: the top level")
     tau: float = Field(0.05, ge=0.0, le=1.0, description="soft-assignment cosine margin")
     publish: str | None = Field(None, description="also publish the tree to this S3 prefix (s3://bucket/prefix/)")
+    follow_symlinks: bool = Field(False, description="read symlinks whose target stays inside the corpus")
+    max_file_bytes: int = Field(MAX_FILE_BYTES, ge=1, description="larger input files are rejected unread")
     llm: LLMSettings = Field(default_factory=LLMSettings)
+
+    def read_options(self, home: Path) -> dict:
+        """How a compile walks the source: never into its own output or the c2s home."""
+        return {"follow_symlinks": self.follow_symlinks, "max_file_bytes": self.max_file_bytes,
+                "exclude": [Path(self.out), Path(home)]}
 
     @field_validator("name")
     @classmethod

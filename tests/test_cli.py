@@ -59,7 +59,7 @@ def test_compile_json_reports_rejections(home):
     result = run("compile", str(corpus), "--corpus", "small", "--out", str(home / "out"), "--json")
     assert result.exit_code == 0, result.output
     manifest = json.loads(result.stdout)
-    assert manifest["stats"]["documents"] == {"accepted": 13, "rejected": 2, "duplicate": 0, "ignored_hidden": 0}
+    assert manifest["stats"]["documents"] == {"accepted": 13, "rejected": 2, "duplicate": 0, "ignored_hidden": 0, "excluded": 0}
     assert {(r["source"], r["reason"].split(":")[0]) for r in manifest["rejected"]} == {
         ("broken.jsonl:2", "malformed JSON line"), ("empty.txt", "empty file")}
     assert len(manifest["doc_paths"]) == 13 and (home / "out" / "manifest.json").is_file()

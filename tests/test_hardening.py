@@ -596,3 +596,60 @@ def test_shell_exit_status_follows_the_command(tmp_path):
         assert res.exit_code == 2 and message in res.output, (command, res.output)
     assert runner.invoke(app, ["shell", "--tree", tree, "cat manifest.json"]).output.strip() == (
         '{\n  "source": "<host path>"\n}')
+
+
+# -- what a compile will replace and read ------------------------------------------------------
+
+
+def small_corpus(folder: Path, n: int = 12) -> Path:
+    for i in range(n):
+        write(folder / f"note-{i}.md", f"# Note {i}\n\nHow refunds work for account case {i}.")
+    return folder
+
+
+def cli_compile(home: Path, *args: str):
+    from typer.testing import CliRunner
+
+    from c2s_pipeline.cli import app
+
+    return CliRunner().invoke(app, ["compile", *args], env={"DAGSTER_HOME": str(home)})
+
+
+def test_out_that_c2s_did_not_publish_is_never_replaced(tmp_path):
+    corpus = small_corpus(tmp_path / "corpus")
+    victim = tmp_path / "v" / "ext"
+    write(victim / "manifest.json", "{}")
+    write(victim / "background.js", "x")
+    result = cli_compile(tmp_path / "home", str(corpus), "--corpus", "victim", "--out", str(victim))
+    assert result.exit_code == 1 and "is not a tree c2s published" in result.output
+    assert (victim / "background.js").read_text() == "x"
+    assert not (tmp_path / "home" / "artifacts" / "victim").exists()  # refused before any stage ran
+
+    a_file = write(tmp_path / "out.txt", "keep me")
+    result = cli_compile(tmp_path / "home", str(corpus), "--corpus", "victim", "--out", str(a_file))
+    assert result.exit_code == 1 and "is not a directory" in result.output and a_file.read_text() == "keep me"
+
+    # A tree of another corpus is not replaced either; the corpus's own tree is.
+    mine = tmp_path / "trees" / "mine"
+    assert cli_compile(tmp_path / "home", str(corpus), "--corpus", "mine", "--out", str(mine)).exit_code == 0
+    result = cli_compile(tmp_path / "home", str(corpus), "--corpus", "other", "--out", str(mine))
+    assert result.exit_code == 1 and "published tree of corpus 'mine'" in result.output
+    assert cli_compile(tmp_path / "home", str(corpus), "--corpus", "mine", "--out", str(mine)).exit_code == 0
+
+
+def test_a_compile_never_reads_its_own_output_or_home(tmp_path):
+    corpus = small_corpus(tmp_path / "corpus")
+    os.symlink("/etc/passwd", corpus / "passwd.txt")
+    home, out = corpus / "state", corpus / "out"
+    for _ in range(2):
+        result = cli_compile(home, str(corpus), "--corpus", "self", "--out", str(out), "--json")
+        assert result.exit_code == 0, result.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["stats"]["documents"]["accepted"] == 12 and manifest["stats"]["documents"]["excluded"] == 2
+    assert {"passwd.txt": "symbolic link, not followed"}.items() <= {
+        r["source"]: r["reason"] for r in manifest["rejected"]}.items()
+    import sqlite3
+
+    with sqlite3.connect(out / "documents.sqlite") as db:
+        texts = [row[0] for row in db.execute("SELECT text FROM documents")]
+    assert len(texts) == 12 and not any("root:" in text for text in texts)

@@ -194,7 +194,7 @@ def test_a_failed_corpus_waits_for_a_change_and_runs_in_flight_block_new_ones(tm
     # A run of the corpus in flight (whoever launched it): neither the sensor nor the schedule adds one.
     job = compile_job()
     busy = instance.create_run_for_job(job_def=job, status=DagsterRunStatus.STARTED, tags={CORPUS_TAG: "small"})
-    decision = compile_decision(workspace.corpus("small"), instance, S3Resource())
+    decision = compile_decision(workspace.corpus("small"), workspace.home, instance, S3Resource())
     assert not decision.needed and busy.run_id in decision.reason
     runs, skip = sensor_runs()
     assert runs == [] and "in flight" in skip.skip_message

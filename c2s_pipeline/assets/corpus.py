@@ -26,8 +26,12 @@ CARDS_VERSION = "doc_cards-1"
 SOURCE_STATE_FILE = "source_state.json"
 
 
-def corpus_fingerprint(source: str, s3: S3Resource) -> str:
-    return s3_fingerprint(s3.get_client(), source) if is_s3(source) else source_fingerprint(Path(source))
+def corpus_fingerprint(spec: CorpusSpec, home: Path, s3: S3Resource) -> str:
+    if is_s3(spec.source):
+        return s3_fingerprint(s3.get_client(), spec.source)
+    options = spec.read_options(home)
+    return source_fingerprint(Path(spec.source), follow_symlinks=options["follow_symlinks"],
+                              exclude=options["exclude"])
 
 
 def corpus_state(spec: CorpusSpec, fingerprint: str) -> str:
@@ -43,14 +47,14 @@ def documents(context: AssetExecutionContext, workspace: WorkspaceResource, s3: 
     spec, art = stage.corpus, stage.artifacts
     # Taken before reading, so a change made during the read is seen by the next sensor tick;
     # skill_tree records it once the tree is published.
-    state = corpus_state(spec, corpus_fingerprint(spec.source, s3))
+    state = corpus_state(spec, corpus_fingerprint(spec, workspace.workspace.home, s3))
     try:
         check_output(Path(spec.out), spec.name)
     except OutputError as exc:
         raise Failure(description=str(exc), metadata={SELF_DESCRIBED: True}, allow_retries=False) from exc
     try:
         local = download_prefix(s3.get_client(), spec.source, art.root / "source") if is_s3(spec.source) else Path(spec.source)
-        result = read_corpus(local)
+        result = read_corpus(local, **spec.read_options(workspace.workspace.home))
     except CorpusError as exc:
         raise Failure(description=str(exc)) from exc
     rejected = pl.DataFrame(as_rows(result.rejected), schema={"source": pl.String, "reason": pl.String})

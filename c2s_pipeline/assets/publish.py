@@ -323,7 +323,7 @@ def build_manifest(spec, art: CorpusArtifacts, forest: Forest, files: dict[str, 
                      "prompt_versions": {t: provider.prompt_version(t) for t in ("card", "summary", "repartition", "entities")}},
         "encoder": encoder.model,
         "stats": {
-            "documents": {k: ingest[k] for k in ("accepted", "rejected", "duplicate", "ignored_hidden")},
+            "documents": {k: ingest[k] for k in ("accepted", "rejected", "duplicate", "ignored_hidden", "excluded")},
             "llm_calls": {k: sum(r["llm_calls"][k] for r in records.values()) for k in ("made", "cached")},
             "embeddings": {k: sum(r["embeddings"][k] for r in records.values()) for k in ("computed", "cached")},
             "llm_usage": {"stages": usage, "total": usage_sum(*usage.values())},
