@@ -12,11 +12,13 @@ import time
 
 import httpx
 import pytest
-from dagster import Definitions
+from dagster import AssetKey, Definitions
 
+from c2s_pipeline.assets.graph import upstream_of
+from c2s_pipeline.assets.publish import CHECKS
 from c2s_pipeline.definitions import defs
 
-from .conftest import ROOT
+from .conftest import ROOT, SAMPLE_CORPUS
 
 STAGES = {"documents", "doc_cards", "doc_embeddings", "clusters/level_1", "summaries/level_1",
           "repartition/level_1", "clusters/level_2", "summaries/level_2", "repartition/level_2",
@@ -40,7 +42,34 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def webserver(sample_tree):
+def failed_check(sample_tree, tmp_path, monkeypatch):
+    """A compile, in the webserver's instance, whose rendered tree fails a blocking check."""
+    from c2s_pipeline.assets import publish as publish_stage
+    from c2s_pipeline.compiler import CompileError, compile_corpus
+    from c2s_pipeline.validate import check_tree
+    from c2s_pipeline.workspace import CorpusSpec, Workspace
+
+    def broken(*args, **kwargs):
+        outcomes = check_tree(*args, **kwargs)
+        for o in outcomes:
+            if o.name == "no_empty_cluster":
+                o.passed, o.description = False, "skills/x/INDEX.md lists nothing"
+        return outcomes
+
+    monkeypatch.setattr(publish_stage, "check_tree", broken)
+    source = tmp_path / "broken"
+    source.mkdir()
+    for path in sorted(SAMPLE_CORPUS.rglob("*.md"))[:12]:
+        (source / path.name).write_bytes(path.read_bytes())
+    spec = CorpusSpec(name="broken", source=str(source), out=str(tmp_path / "out"))
+    with pytest.raises(CompileError, match="failed its checks and was not published.*no_empty_cluster"):
+        compile_corpus(spec, Workspace(sample_tree.home))
+    assert not (tmp_path / "out").exists()
+    return spec
+
+
+@pytest.fixture
+def webserver(sample_tree, failed_check):
     port = _free_port()
     env = {**os.environ, "DAGSTER_HOME": str(sample_tree.home)}
     log = open(sample_tree.home / "webserver.log", "w")
@@ -80,8 +109,51 @@ def test_webserver_serves_graph_and_materializations(webserver, sample_tree):
     by_key = {"/".join(n["assetKey"]["path"]): n for n in nodes}
     assert STAGES <= set(by_key)
     assert all(n["partitionDefinition"]["name"] == "corpus" for n in nodes)
-    assert {"/".join(d["path"]) for d in by_key["clusters/level_2"]["dependencyKeys"]} == {"repartition/level_1"}
-    assert {"/".join(d["path"]) for d in by_key["doc_cards"]["dependencyKeys"]} == {"documents"}
+    # Every artifact an asset reads is an edge: level 2 reads level 1's nodes, status and change
+    # files and the cards its members are embedded with; publishing reads the staged tree.
+    deps = {key: {"/".join(d["path"]) for d in node["dependencyKeys"]} for key, node in by_key.items()}
+    assert {key: set(map(AssetKey.to_user_string, upstream_of(key))) for key in STAGES} == {k: deps[k] for k in STAGES}
+    assert deps["clusters/level_2"] >= {"repartition/level_1", "clusters/level_1", "summaries/level_1", "doc_cards"}
+    assert deps["clusters/level_3"] >= {"repartition/level_2", "repartition/level_1"}
+    assert deps["summaries/level_1"] >= {"clusters/level_1", "documents", "doc_cards"}
+    assert deps["staged_tree"] >= {"doc_embeddings", "entities", "clusters/level_1", "repartition/level_2"}
+    assert deps["skill_tree"] >= {"staged_tree", "documents", "entities"}
+
+    # The structural checks live on the staged tree; all but the size warning block publishing,
+    # and the failing one shows as failed, with ERROR severity, for the corpus that failed it.
+    checks = graphql(webserver, """
+        { assetNodeOrError(assetKey: {path: ["staged_tree"]}) { ... on AssetNode { assetChecksOrError {
+            ... on AssetChecks { checks { name blocking } } } } } }""")["assetNodeOrError"]["assetChecksOrError"]["checks"]
+    assert {c["name"]: c["blocking"] for c in checks} == {name: name != "nav_file_sizes" for name in CHECKS}
+    # Runs started by c2s compile belong to the code location, so the UI can re-execute them.
+    runs = graphql(webserver, """
+        { runsOrError(filter: {tags: [{key: "c2s/corpus", value: "broken"}]}) { ... on Runs { results {
+            runId status pipelineName repositoryOrigin { repositoryLocationName repositoryName } } } } }""")
+    run, = runs["runsOrError"]["results"]
+    assert {k: v for k, v in run.items() if k != "runId"} == {
+        "status": "FAILURE", "pipelineName": "compile_corpus",
+        "repositoryOrigin": {"repositoryLocationName": "c2s", "repositoryName": "__repository__"}}
+    executions = graphql(webserver, """
+        { assetCheckExecutions(assetKey: {path: ["staged_tree"]}, checkName: "no_empty_cluster", limit: 20) {
+            runId status evaluation { success severity } } }""")["assetCheckExecutions"]
+    failed = [e for e in executions if e["runId"] == run["runId"]]
+    assert failed == [{"runId": run["runId"], "status": "FAILED", "evaluation": {"success": False, "severity": "ERROR"}}]
+    job = graphql(webserver, """
+        { pipelineOrError(params: {repositoryLocationName: "c2s", repositoryName: "__repository__",
+                                   pipelineName: "compile_corpus"}) { __typename } }""")
+    assert job["pipelineOrError"]["__typename"] == "Pipeline"
+    # The UI's "Re-execute from failure": the run is accepted (queued for the daemon) with only the
+    # failed step and its downstream to run.
+    launched = graphql(webserver, """
+        mutation($parent: String!) { launchPipelineReexecution(reexecutionParams: {parentRunId: $parent,
+                                                                                  strategy: FROM_FAILURE}) {
+            __typename ... on LaunchRunSuccess { run { runId status stepKeysToExecute tags { key value } } }
+            ... on PythonError { message } } }""", parent=run["runId"])["launchPipelineReexecution"]
+    assert launched["__typename"] == "LaunchRunSuccess", launched
+    child = launched["run"]
+    assert child["stepKeysToExecute"] == ["staged_tree", "skill_tree"] and child["status"] == "QUEUED"
+    assert {"key": "dagster/partition", "value": "broken"} in child["tags"]
+    graphql(webserver, "mutation($id: String!) { deleteRun(runId: $id) { __typename } }", id=child["runId"])
 
     data = graphql(webserver, """
         query($key: AssetKeyInput!) { assetOrError(assetKey: $key) { ... on Asset {
