@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from importlib import import_module
 from pathlib import Path
 
@@ -39,6 +40,8 @@ def _library(choice: str, module: str, attr: str, package: str) -> ExecutorDefin
 
 def _celery() -> ExecutorDefinition:
     executor = _library("celery", "dagster_celery", "celery_executor", "dagster-celery")
+    # dagster-celery registers its step task on the run's app twice; celery warns on every run.
+    warnings.filterwarnings("ignore", message="Task name 'execute_plan' is already registered")
     path = os.environ.get(CELERY_CONFIG_ENV)
     if not path:
         return executor

@@ -234,8 +234,6 @@ DAEMONS = "{ instance { daemonHealth { allDaemonStatuses { daemonType required h
 
 
 @pytest.mark.timeout(420)
-# dagster-celery registers its step task on the executor's app twice; the warning is its own.
-@pytest.mark.filterwarnings("ignore:Task name 'execute_plan' is already registered")
 def test_celery_compile_on_a_shared_postgres_instance(tmp_path, monkeypatch):
     """One Postgres instance; a Celery worker runs the compile's steps, the webserver shows the
     run, the daemon's heartbeats arrive over GraphQL."""
