@@ -40,17 +40,15 @@ from .assets import compile_assets
 from .assets.corpus import corpus_fingerprint, corpus_state
 from .assets.graph import SKILL_TREE
 from .assets.publish import STATE_METADATA
+from .locks import CORPUS_TAG, fail_abandoned_runs, runs_in_flight
 from .partitions import corpus_partitions
 from .resources import WorkspaceResource
 from .workspace import CorpusSpec
 
 NIGHTLY_CRON = os.environ.get("C2S_NIGHTLY_CRON", "0 2 * * *")
 JOB_NAME = "compile_corpus"
-CORPUS_TAG = "c2s/corpus"  # the run coordinator allows one run in flight per value
 STATE_TAG = "c2s/state"
 TRIGGER_TAG = "c2s/trigger"
-IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
-             DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
 
 compile_job = define_asset_job(
     JOB_NAME, selection=AssetSelection.assets(*compile_assets), partitions_def=corpus_partitions,
@@ -78,10 +76,6 @@ class Decision:
     state: str | None = None
 
 
-def runs_in_flight(instance: DagsterInstance, corpus: str) -> list:
-    return list(instance.get_runs(RunsFilter(tags={CORPUS_TAG: corpus}, statuses=IN_FLIGHT), limit=5))
-
-
 def compiled_state(instance: DagsterInstance, corpus: str) -> str | None:
     """The state the corpus's last successful compile recorded, if any."""
     records = instance.fetch_materializations(
@@ -99,6 +93,7 @@ def compile_decision(spec: CorpusSpec, home: Path, instance: DagsterInstance, s3
     if fingerprint == "missing":
         return Decision(False, f"source {spec.source} does not exist")
     state = corpus_state(spec, fingerprint)
+    fail_abandoned_runs(home, spec, instance)  # a killed `c2s compile` must not hold the corpus forever
     busy = runs_in_flight(instance, spec.name)
     if busy:
         return Decision(False, f"a compile is in flight (run {busy[0].run_id})", state)

@@ -5,12 +5,9 @@ re-executable from failure there or with ``dagster job execute`` / :func:`reexec
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import sys
-import uuid
-from contextlib import contextmanager
 from pathlib import Path
 
 from dagster import (
@@ -31,10 +28,12 @@ from dagster._core.remote_origin import (
 )
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
-from .automation import IN_FLIGHT, JOB_NAME, compile_run_config, compile_tags, corpus_state, runs_in_flight
+from .automation import JOB_NAME, compile_run_config, compile_tags, corpus_state
 from .ingest import CorpusError
 from .layout import MANIFEST_FILE
+from .executors import compile_executor, compile_job_def
 from .llm.clients import LLMError
+from .locks import COMPILE_ID_TAG, LockBusy, compile_lock
 from .publish import OutputError, check_output
 from .resources import LLMResource
 from .workspace import CorpusSpec, LLMSettings, Workspace
@@ -44,7 +43,6 @@ from .workspace import CorpusSpec, LLMSettings, Workspace
 # budget, a bad corpus).
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 CODE_LOCATION = "c2s"  # workspace.yaml's location_name
-COMPILE_ID_TAG = "c2s/compile_id"  # ties a CLI run to the lock its process holds
 
 
 class CompileError(RuntimeError):
@@ -55,13 +53,6 @@ def open_instance(workspace: Workspace) -> DagsterInstance:
     workspace.ensure_instance_config()
     os.environ["DAGSTER_HOME"] = str(workspace.home)
     return DagsterInstance.get()
-
-
-def compile_job():
-    """The code location's compile job, reconstructable in any process (executors, re-execution)."""
-    from .definitions import defs
-
-    return defs.resolve_job_def("compile_corpus")
 
 
 def with_llm(spec: CorpusSpec, **overrides) -> CorpusSpec:
@@ -93,6 +84,10 @@ def compile_corpus(spec: CorpusSpec, workspace: Workspace, instance: DagsterInst
             raise CompileError(str(exc)) from exc
     check_llm(spec.llm)
     try:
+        compile_executor()  # a bad $C2S_EXECUTOR fails here in one line, not inside reconstructable()
+    except ValueError as exc:
+        raise CompileError(str(exc)) from exc
+    try:
         check_output(Path(spec.out), spec.name)
     except OutputError as exc:
         raise CompileError(str(exc)) from exc
@@ -102,13 +97,16 @@ def compile_corpus(spec: CorpusSpec, workspace: Workspace, instance: DagsterInst
     from dagster_aws.s3 import S3Resource
 
     instance = instance or open_instance(workspace)
-    with compile_lock(workspace, spec, instance) as compile_id:
-        workspace.register(spec)
-        if not instance.has_dynamic_partition(corpus_partitions.name, spec.name):
-            instance.add_dynamic_partitions(corpus_partitions.name, [spec.name])
-        state = corpus_state(spec, corpus_fingerprint(spec, workspace.home, s3 or S3Resource()))
-        tags = {**compile_tags(spec, "cli", state), COMPILE_ID_TAG: compile_id, "dagster/partition": spec.name}
-        result = _execute(instance, {**compile_run_config(spec, workspace.home, full=full), **QUIET_LOGS}, tags)
+    try:
+        with compile_lock(workspace.home, spec, instance) as compile_id:
+            workspace.register(spec)
+            if not instance.has_dynamic_partition(corpus_partitions.name, spec.name):
+                instance.add_dynamic_partitions(corpus_partitions.name, [spec.name])
+            state = corpus_state(spec, corpus_fingerprint(spec, workspace.home, s3 or S3Resource()))
+            tags = {**compile_tags(spec, "cli", state), COMPILE_ID_TAG: compile_id, "dagster/partition": spec.name}
+            result = _execute(instance, {**compile_run_config(spec, workspace.home, full=full), **QUIET_LOGS}, tags)
+    except LockBusy as exc:
+        raise CompileError(str(exc)) from exc
     if not result.success:
         raise CompileError(failure_message(result))
     return json.loads((Path(spec.out) / MANIFEST_FILE).read_text())
@@ -129,7 +127,7 @@ def _execute(instance: DagsterInstance, run_config: dict, tags: dict):
     the code location as if the UI had launched it."""
     from dagster._core.execution.api import execute_run
 
-    job = reconstructable(compile_job)
+    job = reconstructable(compile_job_def)
     run = instance.create_run_for_job(job_def=job.get_definition(), run_config=run_config, tags=tags,
                                       remote_job_origin=code_location_origin(),
                                       job_code_origin=job.get_python_origin())
@@ -143,63 +141,8 @@ def reexecute_from_failure(run_id: str, instance: DagsterInstance):
     parent = instance.get_run_by_id(run_id)
     if parent is None:
         raise CompileError(f"no run {run_id} in the instance at {instance.root_directory}")
-    return execute_job(reconstructable(compile_job), instance, raise_on_error=False, tags=parent.tags,
+    return execute_job(reconstructable(compile_job_def), instance, raise_on_error=False, tags=parent.tags,
                        reexecution_options=ReexecutionOptions.from_failure(run_id, instance))
-
-
-@contextmanager
-def compile_lock(workspace: Workspace, spec: CorpusSpec, instance: DagsterInstance):
-    """Hold the corpus's and its output folder's compile lock for the length of a compile.
-
-    A second compile of the same corpus (or into the same folder) fails at once, naming the run
-    in flight. A run whose compile process died without finishing (killed) is failed here, so it
-    does not stay STARTED forever."""
-    folder = workspace.home / "locks"
-    folder.mkdir(parents=True, exist_ok=True)
-    out_key = Path(spec.out).resolve().as_posix().replace("/", "_").strip("_")
-    handles = []
-    try:
-        for name in (f"corpus-{spec.name}", f"out-{out_key}"[:200]):
-            handle = open(folder / f"{name}.lock", "a+")
-            handles.append(handle)
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.seek(0)
-                holder = handle.read().strip() or "?"
-                busy = _runs_of(instance, holder) or runs_in_flight(instance, spec.name)
-                run = busy[0].run_id if busy else "starting"
-                raise CompileError(f"another compile of {spec.name} is running (run {run}); wait for it or "
-                                   "stop it, then rerun") from None
-            handle.seek(0)
-            _fail_abandoned(instance, handle.read().strip())
-        busy = [r for r in runs_in_flight(instance, spec.name) if COMPILE_ID_TAG not in r.tags]
-        if busy:
-            raise CompileError(f"another compile of {spec.name} is running (run {busy[0].run_id}); wait for it or "
-                               "stop it, then rerun")
-        compile_id = uuid.uuid4().hex
-        for handle in handles:
-            handle.seek(0)
-            handle.truncate()
-            handle.write(compile_id)
-            handle.flush()
-        yield compile_id
-    finally:
-        for handle in handles:
-            handle.close()  # closing releases the lock
-
-
-def _runs_of(instance: DagsterInstance, compile_id: str) -> list:
-    if not compile_id:
-        return []
-    return list(instance.get_runs(RunsFilter(tags={COMPILE_ID_TAG: compile_id}, statuses=IN_FLIGHT)))
-
-
-def _fail_abandoned(instance: DagsterInstance, compile_id: str) -> None:
-    """The lock was free, so the process that last held it is gone: its unfinished runs died."""
-    for run in _runs_of(instance, compile_id):
-        instance.report_run_failed(run, "the c2s compile process running this run exited without finishing "
-                                        "(killed?); rerun the compile, or re-execute this run from failure")
 
 
 def check_llm(settings: LLMSettings) -> None:

@@ -58,7 +58,7 @@ def test_sensor_adds_partitions_and_requests_only_changed_corpora(setup):
     assert added == [] and runs == ["beta"]
     compile_corpus(workspace.corpus("beta"), workspace, instance=instance)
     _, runs, skip = evaluate_sensor(instance, workspace)
-    assert runs == [] and "none changed" in skip.skip_message
+    assert runs == [] and "none needs a compile" in skip.skip_message
 
     # Editing one document of beta asks for beta alone, with a run key naming the new state.
     doc = tmp / "beta" / "refund-0.md"

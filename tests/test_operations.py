@@ -24,14 +24,9 @@ from dagster import (
 from dagster_aws.s3 import S3Resource
 
 from c2s_pipeline.automation import CORPUS_TAG, compile_decision, corpus_sensor, nightly_recompile
-from c2s_pipeline.compiler import (
-    COMPILE_ID_TAG,
-    CompileError,
-    compile_corpus,
-    compile_job,
-    compile_lock,
-    reexecute_from_failure,
-)
+from c2s_pipeline.compiler import CompileError, compile_corpus, reexecute_from_failure
+from c2s_pipeline.executors import compile_job_def
+from c2s_pipeline.locks import COMPILE_ID_TAG, compile_lock
 from c2s_pipeline.resources import WorkspaceResource
 from c2s_pipeline.workspace import CorpusSpec, LLMSettings, Workspace
 from tests.fakes.compile_model import CompileModel, task_of
@@ -92,7 +87,7 @@ def launch(instance, request=None, *, partition: str | None = None, tags: dict |
     and tags), or, with no request, as a backfill or the launchpad does (a partition, no config)."""
     run_tags = {**(request.tags if request else {}), **(tags or {}),
                 "dagster/partition": request.partition_key if request else partition}
-    return execute_job(reconstructable(compile_job), instance, raise_on_error=False,
+    return execute_job(reconstructable(compile_job_def), instance, raise_on_error=False,
                        run_config=request.run_config if request else None, tags=run_tags)
 
 
@@ -192,7 +187,7 @@ def test_a_failed_corpus_waits_for_a_change_and_runs_in_flight_block_new_ones(tm
     assert runs == ["small"]
 
     # A run of the corpus in flight (whoever launched it): neither the sensor nor the schedule adds one.
-    job = compile_job()
+    job = compile_job_def()
     busy = instance.create_run_for_job(job_def=job, status=DagsterRunStatus.STARTED, tags={CORPUS_TAG: "small"})
     decision = compile_decision(workspace.corpus("small"), workspace.home, instance, S3Resource())
     assert not decision.needed and busy.run_id in decision.reason
@@ -209,15 +204,24 @@ def test_a_second_compile_fails_at_once_and_a_killed_compile_is_failed(tmp_path,
     for i in range(12):
         (source / f"note-{i}.md").write_text(f"# Note {i}\n\nHow payouts work, case {i}.")
     spec = CorpusSpec(name="notes", source=str(source), out=str(tmp_path / "trees" / "notes"))
-    with compile_lock(workspace, spec, instance):
+    with compile_lock(workspace.home, spec, instance):
         with pytest.raises(CompileError, match="another compile of notes is running"):
             compile_corpus(spec, workspace, instance=instance)
 
     # A compile process that died mid-run left its run STARTED and its id in the (free) lock.
-    dead = instance.create_run_for_job(job_def=compile_job(), status=DagsterRunStatus.STARTED,
+    dead = instance.create_run_for_job(job_def=compile_job_def(), status=DagsterRunStatus.STARTED,
                                        tags={CORPUS_TAG: "notes", COMPILE_ID_TAG: "dead-compile"})
     (workspace.home / "locks" / "corpus-notes.lock").write_text("dead-compile")
     manifest = compile_corpus(spec, workspace, instance=instance)
     assert manifest["corpus"] == "notes"
     died = instance.get_run_by_id(dead.run_id)
     assert died.status == DagsterRunStatus.FAILURE
+
+    # The sensor finds such a run too, so a killed compile never holds the corpus forever.
+    edit(source, "Payouts moved to Fridays.")
+    dead = instance.create_run_for_job(job_def=compile_job_def(), status=DagsterRunStatus.STARTED,
+                                       tags={CORPUS_TAG: "notes", COMPILE_ID_TAG: "killed-compile"})
+    (workspace.home / "locks" / "corpus-notes.lock").write_text("killed-compile")
+    decision = compile_decision(workspace.corpus("notes"), workspace.home, instance, S3Resource())
+    assert decision.needed, decision.reason
+    assert instance.get_run_by_id(dead.run_id).status == DagsterRunStatus.FAILURE

@@ -1,0 +1,108 @@
+"""One compile at a time per corpus and per output folder, and no run left STARTED by a compile
+process that died.
+
+``c2s compile`` holds two ``flock`` locks in ``$DAGSTER_HOME/locks/`` for the length of its run
+and writes a compile id into them, which its run also carries as a tag. The kernel releases a
+lock when its process dies, however it dies; so a lock that can be taken while a run with its
+compile id is still in flight means that run's process is gone, and the run is failed.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+
+from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
+
+from .text import sha256_hex
+from .workspace import CorpusSpec
+
+COMPILE_ID_TAG = "c2s/compile_id"  # ties a CLI run to the lock its process holds
+CORPUS_TAG = "c2s/corpus"
+IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
+             DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
+
+
+class LockBusy(RuntimeError):
+    """Another compile holds the corpus or its output folder; the message names its run."""
+
+
+def _lock_files(home: Path, spec: CorpusSpec) -> list[Path]:
+    folder = Path(home) / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    out_key = sha256_hex(Path(spec.out).resolve().as_posix())[:16]
+    return [folder / f"corpus-{spec.name}.lock", folder / f"out-{out_key}.lock"]
+
+
+def runs_in_flight(instance: DagsterInstance, corpus: str) -> list[DagsterRun]:
+    return list(instance.get_runs(RunsFilter(tags={CORPUS_TAG: corpus}, statuses=IN_FLIGHT), limit=5))
+
+
+def _busy_message(spec: CorpusSpec, runs: list[DagsterRun]) -> str:
+    run = runs[0].run_id if runs else "starting"
+    return f"another compile of {spec.name} is running (run {run}); wait for it or stop it, then rerun"
+
+
+@contextmanager
+def compile_lock(home: Path, spec: CorpusSpec, instance: DagsterInstance):
+    """Hold the corpus's and its output folder's lock for a compile; yields its compile id.
+
+    Raises ``LockBusy`` at once when another compile holds either, or when a run of the corpus
+    that no c2s process holds (the daemon's, the UI's) is in flight."""
+    handles = []
+    try:
+        for path in _lock_files(home, spec):
+            handle = open(path, "a+")
+            handles.append(handle)
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip()
+                raise LockBusy(_busy_message(spec, _runs_of(instance, holder) or runs_in_flight(instance, spec.name)))
+            handle.seek(0)
+            _fail_abandoned(instance, handle.read().strip())
+        busy = [r for r in runs_in_flight(instance, spec.name) if COMPILE_ID_TAG not in r.tags]
+        if busy:
+            raise LockBusy(_busy_message(spec, busy))
+        compile_id = uuid.uuid4().hex
+        for handle in handles:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(compile_id)
+            handle.flush()
+        yield compile_id
+    finally:
+        for handle in handles:
+            handle.close()  # closing releases the lock
+
+
+def fail_abandoned_runs(home: Path, spec: CorpusSpec, instance: DagsterInstance) -> list[str]:
+    """Fail the corpus's in-flight CLI runs whose compile process is gone; returns their run ids.
+    (What the sensor and the schedule call before they count a corpus as busy.)"""
+    path = _lock_files(home, spec)[0]
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return []  # a live compile holds it
+        handle.seek(0)
+        return _fail_abandoned(instance, handle.read().strip())
+
+
+def _runs_of(instance: DagsterInstance, compile_id: str) -> list[DagsterRun]:
+    if not compile_id:
+        return []
+    return list(instance.get_runs(RunsFilter(tags={COMPILE_ID_TAG: compile_id}, statuses=IN_FLIGHT)))
+
+
+def _fail_abandoned(instance: DagsterInstance, compile_id: str) -> list[str]:
+    """The lock was free, so the process that last held it is gone: its unfinished runs died."""
+    failed = []
+    for run in _runs_of(instance, compile_id):
+        instance.report_run_failed(run, "the c2s compile process running this run exited without finishing "
+                                        "(killed?); rerun the compile, or re-execute this run from failure")
+        failed.append(run.run_id)
+    return failed
