@@ -49,6 +49,7 @@ NIGHTLY_CRON = os.environ.get("C2S_NIGHTLY_CRON", "0 2 * * *")
 JOB_NAME = "compile_corpus"
 STATE_TAG = "c2s/state"
 TRIGGER_TAG = "c2s/trigger"
+INTERRUPTED_TAG = "c2s/interrupted"
 
 compile_job = define_asset_job(
     JOB_NAME, selection=AssetSelection.assets(*compile_assets), partitions_def=corpus_partitions,
@@ -99,10 +100,10 @@ def compile_decision(spec: CorpusSpec, home: Path, instance: DagsterInstance, s3
         return Decision(False, f"a compile is in flight (run {busy[0].run_id})", state)
     if compiled_state(instance, spec.name) == state:
         return Decision(False, "up to date", state)
-    failed = list(instance.get_runs(RunsFilter(tags={CORPUS_TAG: spec.name, STATE_TAG: state},
-                                               statuses=[DagsterRunStatus.FAILURE]), limit=1))
-    if failed:
-        return Decision(False, f"its last compile failed (run {failed[0].run_id}); waiting for its source or "
+    last = list(instance.get_runs(RunsFilter(tags={CORPUS_TAG: spec.name, STATE_TAG: state}), limit=1))
+    # An interrupted compile (Ctrl-C) did not fail on the corpus: it may be requested again.
+    if last and last[0].status == DagsterRunStatus.FAILURE and INTERRUPTED_TAG not in last[0].tags:
+        return Decision(False, f"its last compile failed (run {last[0].run_id}); waiting for its source or "
                                "settings to change", state)
     return Decision(True, "source or settings changed since the last compile", state)
 

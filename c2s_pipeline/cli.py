@@ -19,7 +19,7 @@ from .workspace import CorpusSpec, Workspace
 
 app = typer.Typer(help="c2s — compile a document corpus into a navigable skill tree, and serve it.",
                   no_args_is_help=True, add_completion=False)
-console = Console(stderr=True)
+console = Console(stderr=True, emoji=False)  # document text never turns into emoji
 
 
 @app.callback()
@@ -45,7 +45,8 @@ class _Bars:
 
 
 def _fail(message: str, code: int = 1) -> None:
-    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)  # one line, never wrapped
+    # One line, never wrapped; the message may quote file names and titles, so no markup in it.
+    console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True, emoji=False)
     raise typer.Exit(code)
 
 
@@ -92,7 +93,7 @@ def compile_command(
 ) -> None:
     """Compile PATH into a skill tree: register it (with these settings) and run the compile_corpus job for
     --corpus. Settings left out keep the corpus's registered ones."""
-    from .compiler import CompileError, compile_corpus
+    from .compiler import CompileError, CompileInterrupted, compile_corpus
 
     workspace = Workspace()
     spec = _spec(workspace, corpus, path, out, dict(p=p, k=k, tau=tau, publish=publish, follow_symlinks=follow_symlinks,
@@ -114,6 +115,9 @@ def compile_command(
         stage_progress.set_listener(_Bars(bars))
         try:
             manifest = compile_corpus(spec, workspace, full=full)
+        except (CompileInterrupted, KeyboardInterrupt):
+            console.print("interrupted; rerun to resume", highlight=False)
+            raise typer.Exit(130)
         except CompileError as exc:
             _fail(str(exc))
         finally:
@@ -222,7 +226,7 @@ def corpus_list_command() -> None:
         llm = spec.llm.provider + (f" {spec.llm.model}" if spec.llm.model else "")
         table.add_row(*(escape(v) for v in (name, spec.source, spec.out, str(spec.p), str(spec.k), str(spec.tau),
                                             llm, "yes" if name in partitions else "no")))
-    Console().print(table)
+    Console(emoji=False).print(table)
 
 
 def print_estimate(estimate: dict, max_cost: float | None = None) -> None:
@@ -256,7 +260,7 @@ def print_summary(manifest: dict, out: Path) -> None:
     table.add_column()
     table.add_row("documents", f"{docs['accepted']} accepted, {docs['rejected']} rejected, {docs['duplicate']} duplicate")
     build = manifest["build"]
-    table.add_row("build", f"{build['mode']}: {build['reason']}")
+    table.add_row("build", escape(f"{build['mode']}: {build['reason']}"))
     table.add_row("tree", f"{stats['levels']} levels, {stats['skills']} top-level skills, {stats['nav_files']} nav files")
     table.add_row("nav-file size", f"largest {stats['nav_bytes']['max']:,} B, p95 {stats['nav_bytes']['p95']:,} B")
     table.add_row("@see stubs", str(stats["see_stubs"]))
@@ -271,24 +275,24 @@ def print_summary(manifest: dict, out: Path) -> None:
     table.add_row("embeddings", f"{emb['computed']} computed, {emb['cached']} from cache")
     times = {k: v["seconds"] for k, v in manifest["stages"].items() if v["seconds"] >= 0.01}
     table.add_row("wall time", ", ".join(f"{k} {v:.1f}s" for k, v in times.items()))
-    table.add_row("output", str(out))
+    table.add_row("output", escape(str(out)))
     console.print(table)
     skills = Table(title="top-level skills", title_justify="left")
     skills.add_column("skill")
     skills.add_column("docs", justify="right")
     skills.add_column("description")
     for skill in manifest["skills"]:
-        skills.add_row(skill["name"], str(skill["documents"]), skill["description"])
+        skills.add_row(escape(skill["name"]), str(skill["documents"]), escape(skill["description"]))
     console.print(skills)
     for check, result in manifest["checks"].items():
         if not result["passed"]:
-            console.print(f"[yellow]warning[/] {check}: {result['description']}", highlight=False)
+            console.print(f"[yellow]warning[/] {check}: {escape(result['description'])}", highlight=False)
     if manifest["rejected"]:
         console.print(f"[yellow]{len(manifest['rejected'])} input(s) rejected:[/]")
         for row in manifest["rejected"][:20]:
             console.print(f"  {row['source']}: {row['reason']}", highlight=False, markup=False)
         if len(manifest["rejected"]) > 20:
-            console.print(f"  … and {len(manifest['rejected']) - 20} more (see {out / 'manifest.json'})")
+            console.print(f"  … and {len(manifest['rejected']) - 20} more (see {out / 'manifest.json'})", markup=False)
 
 
 def _register_serving_commands() -> None:

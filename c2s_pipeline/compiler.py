@@ -28,7 +28,7 @@ from dagster._core.remote_origin import (
 )
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
-from .automation import JOB_NAME, compile_run_config, compile_tags, corpus_state
+from .automation import INTERRUPTED_TAG, JOB_NAME, compile_run_config, compile_tags, corpus_state
 from .ingest import CorpusError
 from .layout import MANIFEST_FILE
 from .executors import compile_executor, compile_job_def
@@ -47,6 +47,14 @@ CODE_LOCATION = "c2s"  # workspace.yaml's location_name
 
 class CompileError(RuntimeError):
     """A compile failed for a reason the user can act on; the message names it."""
+
+
+class CompileInterrupted(CompileError):
+    """The compile was interrupted (Ctrl-C); everything completed is cached, a rerun resumes."""
+
+    def __init__(self, run_id: str):
+        super().__init__(f"interrupted; rerun to resume (run {run_id})")
+        self.run_id = run_id
 
 
 def open_instance(workspace: Workspace) -> DagsterInstance:
@@ -108,6 +116,9 @@ def compile_corpus(spec: CorpusSpec, workspace: Workspace, instance: DagsterInst
     except LockBusy as exc:
         raise CompileError(str(exc)) from exc
     if not result.success:
+        if interrupted(result):
+            instance.add_run_tags(result.run_id, {INTERRUPTED_TAG: "true"})
+            raise CompileInterrupted(result.run_id)
         raise CompileError(failure_message(result))
     return json.loads((Path(spec.out) / MANIFEST_FILE).read_text())
 
@@ -155,6 +166,12 @@ def check_llm(settings: LLMSettings) -> None:
     close = getattr(provider, "close", None)
     if close is not None:
         close()
+
+
+def interrupted(result) -> bool:
+    return any(event.event_type == DagsterEventType.STEP_FAILURE and event.step_failure_data.error
+               and event.step_failure_data.error.cls_name == "DagsterExecutionInterruptedError"
+               for event in result.all_events)
 
 
 def failure_message(result) -> str:

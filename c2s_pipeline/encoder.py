@@ -68,6 +68,11 @@ class Encoder:
         return np.asarray(vectors, dtype=np.float32)
 
 
+# Texts encoded (and cached) at a time: an interrupted compile loses at most one chunk, a few
+# seconds of CPU encoding.
+EMBED_CHUNK = 64
+
+
 def embed_with_cache(
     encoder: Encoder,
     cache: ItemCache,
@@ -84,8 +89,8 @@ def embed_with_cache(
     done = len(texts) - len(missing)
     if on_progress:
         on_progress(done, len(texts))
-    for start in range(0, len(missing), 256):
-        chunk = missing[start : start + 256]
+    for start in range(0, len(missing), EMBED_CHUNK):
+        chunk = missing[start : start + EMBED_CHUNK]
         vectors = encoder.encode([texts[i] for i in chunk])
         new = {keys[i]: vectors[j] for j, i in enumerate(chunk)}
         cache.put_vectors(namespace, new)

@@ -653,3 +653,42 @@ def test_a_compile_never_reads_its_own_output_or_home(tmp_path):
     with sqlite3.connect(out / "documents.sqlite") as db:
         texts = [row[0] for row in db.execute("SELECT text FROM documents")]
     assert len(texts) == 12 and not any("root:" in text for text in texts)
+
+
+def test_compile_summary_prints_document_text_literally(tmp_path):
+    corpus = tmp_path / "corpus"
+    for i in range(12):
+        write(corpus / f"note-{i}.md", f"# [bold red]Alert[/] list:x:{i} refunds\n\nHow list:x:38 refunds work, case {i}.")
+    result = cli_compile(tmp_path / "home", str(corpus), "--corpus", "markup", "--out", str(tmp_path / "out"))
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    raw = [s["description"] for s in manifest["skills"] if "[bold red]" in s["description"] or ":x:" in s["description"]]
+    assert raw, "the sample titles should reach a skill description"
+    assert "❌" not in result.output
+    assert ":x:" in result.output.replace("\n", "").replace("│", "")
+
+
+def test_ctrl_c_ends_a_compile_with_one_line_and_130(tmp_path):
+    import signal
+    import subprocess
+
+    corpus = tmp_path / "corpus"
+    for i in range(400):  # enough that the embeddings are still running when the signal comes
+        write(corpus / f"note-{i}.md", f"# Note {i}\n\n" + " ".join(f"refund policy case {i} step {j}." for j in range(60)))
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1"}
+    cli = Path(sys.executable).parent / "c2s"
+    proc = subprocess.Popen([str(cli), "compile", str(corpus), "--corpus", "big", "--out", str(tmp_path / "out")],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    stages = tmp_path / "home" / "artifacts" / "big" / "stages"
+    while not (stages / "doc_cards.json").exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, output
+    assert output.strip().splitlines()[-1] == "interrupted; rerun to resume" and "Traceback" not in output
+    # The rerun resumes: what was embedded before the interrupt comes from the cache.
+    rerun = subprocess.run([str(cli), "compile", str(corpus), "--corpus", "big", "--out", str(tmp_path / "out"),
+                            "--json"], env=env, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert json.loads(rerun.stdout)["stats"]["documents"]["accepted"] == 400

@@ -251,6 +251,7 @@ def test_celery_compile_on_a_shared_postgres_instance(tmp_path, monkeypatch):
             "broker_transport_options": {"data_folder_in": str(broker / "queue"),
                                          "data_folder_out": str(broker / "queue"),
                                          "data_folder_processed": str(broker / "processed"),
+                                         "control_folder": str(broker / "control"),
                                          "polling_interval": 0.2},
             "broker_connection_retry_on_startup": True,
         }}}}))
