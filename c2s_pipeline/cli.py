@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -120,6 +121,10 @@ def compile_command(
             raise typer.Exit(130)
         except CompileError as exc:
             _fail(str(exc))
+        except Exception as exc:  # anything else is still one line; C2S_DEBUG=1 shows the trace
+            if os.environ.get("C2S_DEBUG"):
+                raise
+            _fail(f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]} (set C2S_DEBUG=1 for the trace)")
         finally:
             stage_progress.set_listener(None)
     if as_json:
@@ -134,7 +139,10 @@ def _spec(workspace: Workspace, corpus: str, path: str | None, out: Path | None,
     path, an unregistered corpus without a path, or a bad value ends the command."""
     from .storage import is_s3
 
-    registered = workspace.corpora().get(corpus)
+    try:
+        registered = workspace.corpora().get(corpus)
+    except ValueError as exc:  # RegistryError: corpora.yaml is broken
+        _fail(str(exc))
     if path is None and registered is None:
         _fail(f"corpus '{corpus}' is not registered in {workspace.registry_path}; register it with: "
               f"c2s corpus add PATH --corpus {corpus}")

@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from .cache import ItemCache
 from .ingest import MAX_FILE_BYTES
@@ -89,6 +89,10 @@ class CorpusSpec(BaseModel):
         return uri
 
 
+class RegistryError(ValueError):
+    """corpora.yaml cannot be read; the message names the file and the problem."""
+
+
 class Workspace:
     def __init__(self, home: Path | str | None = None):
         self.home = Path(home).resolve() if home else default_home()
@@ -100,8 +104,12 @@ class Workspace:
     def corpora(self) -> dict[str, CorpusSpec]:
         if not self.registry_path.exists():
             return {}
-        data = yaml.safe_load(self.registry_path.read_text()) or {}
-        return {name: CorpusSpec(name=name, **spec) for name, spec in (data.get("corpora") or {}).items()}
+        try:
+            data = yaml.safe_load(self.registry_path.read_text()) or {}
+            return {name: CorpusSpec(name=name, **spec) for name, spec in (data.get("corpora") or {}).items()}
+        except (yaml.YAMLError, ValidationError, TypeError, AttributeError) as exc:
+            detail = " ".join(str(exc).split())
+            raise RegistryError(f"{self.registry_path} is not a valid corpus registry: {detail[:300]}") from None
 
     def corpus(self, name: str) -> CorpusSpec:
         corpora = self.corpora()

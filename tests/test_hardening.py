@@ -692,3 +692,11 @@ def test_ctrl_c_ends_a_compile_with_one_line_and_130(tmp_path):
                             "--json"], env=env, capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert json.loads(rerun.stdout)["stats"]["documents"]["accepted"] == 400
+
+
+def test_a_broken_registry_is_one_line_naming_the_file(tmp_path):
+    corpus = small_corpus(tmp_path / "corpus")
+    write(tmp_path / "home" / "corpora.yaml", "corpora:\n  x: [unclosed\n")
+    result = cli_compile(tmp_path / "home", str(corpus), "--corpus", "x")
+    assert result.exit_code == 1 and "corpora.yaml is not a valid corpus registry" in result.output
+    assert result.output.strip().count("\n") == 0 and "Traceback" not in result.output
