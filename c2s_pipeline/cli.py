@@ -16,7 +16,7 @@ from rich.table import Table
 
 from . import progress as stage_progress
 from .progress import LLMProgress
-from .workspace import CorpusSpec, Workspace
+from .workspace import CorpusSpec, LLMSettings, Workspace
 
 app = typer.Typer(help="c2s — compile a document corpus into a navigable skill tree, and serve it.",
                   no_args_is_help=True, add_completion=False)
@@ -97,10 +97,7 @@ def compile_command(
     from .compiler import CompileError, CompileInterrupted, compile_corpus
 
     workspace = Workspace()
-    spec = _spec(workspace, corpus, path, out, dict(p=p, k=k, tau=tau, publish=publish, follow_symlinks=follow_symlinks,
-                                     max_file_bytes=max_file_bytes),
-                 dict(provider=provider, model=model, card_model=card_model, base_url=base_url,
-                      concurrency=concurrency, max_cost=max_cost))
+    spec = _spec(workspace, corpus, path, out, _options(locals()))
     if dry_run:
         try:
             estimate = compile_corpus(spec, workspace, dry_run=True)
@@ -133,9 +130,16 @@ def compile_command(
         print_summary(manifest, Path(spec.out))
 
 
-def _spec(workspace: Workspace, corpus: str, path: str | None, out: Path | None, params: dict,
-          llm: dict) -> CorpusSpec:
-    """The corpus's registration with the values given on the command line on top; a missing
+SETTING_OPTIONS = ("p", "k", "tau", "publish", "follow_symlinks", "max_file_bytes", *LLMSettings.model_fields)
+
+
+def _options(values: dict) -> dict:
+    """The registration settings among a command's parameters (None: not given)."""
+    return {name: values[name] for name in SETTING_OPTIONS if values.get(name) is not None}
+
+
+def _spec(workspace: Workspace, corpus: str, path: str | None, out: Path | None, options: dict) -> CorpusSpec:
+    """The corpus's registration with the settings given on the command line on top; a missing
     path, an unregistered corpus without a path, or a bad value ends the command."""
     from .storage import is_s3
 
@@ -153,8 +157,8 @@ def _spec(workspace: Workspace, corpus: str, path: str | None, out: Path | None,
         base["source"] = path if is_s3(path) else str(Path(path).resolve())
     if out is not None or "out" not in base:
         base["out"] = str((out or workspace.home / "trees" / corpus).resolve())
-    base.update({k: v for k, v in params.items() if v is not None})
-    base["llm"] = {**base.get("llm", {}), **{k: v for k, v in llm.items() if v is not None}}
+    base.update({k: v for k, v in options.items() if k not in LLMSettings.model_fields})
+    base["llm"] = {**base.get("llm", {}), **{k: v for k, v in options.items() if k in LLMSettings.model_fields}}
     try:
         return CorpusSpec(name=corpus, **base)
     except ValidationError as exc:
@@ -195,10 +199,7 @@ def corpus_add_command(
     """Register PATH in corpora.yaml, with the settings every run of it compiles with, and add it as a
     `corpus` partition of the Dagster instance."""
     workspace = Workspace()
-    _register(workspace, _spec(workspace, corpus, path, out, dict(p=p, k=k, tau=tau, publish=publish, follow_symlinks=follow_symlinks,
-                                     max_file_bytes=max_file_bytes),
-                               dict(provider=provider, model=model, card_model=card_model, base_url=base_url,
-                                    concurrency=concurrency, max_cost=max_cost)))
+    _register(workspace, _spec(workspace, corpus, path, out, _options(locals())))
 
 
 @corpus_app.command("set")
@@ -213,10 +214,7 @@ def corpus_set_command(
     """Change how a registered corpus is compiled; the next run from any launcher uses the new settings
     (the sensor sees the change and requests one)."""
     workspace = Workspace()
-    _register(workspace, _spec(workspace, corpus, source, out, dict(p=p, k=k, tau=tau, publish=publish, follow_symlinks=follow_symlinks,
-                                     max_file_bytes=max_file_bytes),
-                               dict(provider=provider, model=model, card_model=card_model, base_url=base_url,
-                                    concurrency=concurrency, max_cost=max_cost)))
+    _register(workspace, _spec(workspace, corpus, source, out, _options(locals())))
 
 
 @corpus_app.command("list")

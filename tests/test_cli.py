@@ -87,3 +87,27 @@ def test_corpus_add_registers_a_partition_for_backfills(home):
     assert "kb" in listed.output and "yes" in listed.output
     missing = run("corpus", "add", str(home / "nope"), "--corpus", "x")
     assert missing.exit_code == 1 and "corpus path does not exist" in missing.output
+
+
+def test_corpus_set_changes_only_the_settings_given(home):
+    from c2s_pipeline.workspace import Workspace
+
+    corpus = home / "kb"
+    corpus.mkdir()
+    (corpus / "a.md").write_text("# A\n\nSome text.")
+    assert run("corpus", "add", str(corpus), "--corpus", "kb", "--p", "8", "--provider", "openai",
+               "--model", "qwen3-8b", "--base-url", "http://127.0.0.1:8000/v1").exit_code == 0
+    result = run("corpus", "set", "kb", "--tau", "0.1", "--concurrency", "4")
+    assert result.exit_code == 0 and "updated corpus partition kb" in result.output
+    spec = Workspace(home / "home").corpus("kb")
+    assert (spec.p, spec.tau, spec.llm.provider, spec.llm.model, spec.llm.concurrency) == (8, 0.1, "openai", "qwen3-8b", 4)
+    assert spec.llm.base_url == "http://127.0.0.1:8000/v1"
+    # Compiling with no setting flags keeps the registered ones (p=8 here).
+    compiled = run("compile", str(corpus), "--corpus", "kb")
+    assert compiled.exit_code == 1 and "fewer than the branching ratio p=8" in compiled.output
+    assert Workspace(home / "home").corpus("kb").llm.model == "qwen3-8b"
+
+    unknown = run("corpus", "set", "nope", "--p", "4")
+    assert unknown.exit_code == 1 and "corpus 'nope' is not registered" in unknown.output
+    bad = run("corpus", "set", "kb", "--provider", "gemini")
+    assert bad.exit_code == 2 and "unknown LLM provider 'gemini'" in bad.output

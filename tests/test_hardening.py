@@ -18,14 +18,7 @@ from c2s_agent import sandbox as sandbox_module
 from c2s_agent.sandbox import MAX_PATTERN_EXPANSION, Sandbox, redact_host_paths
 from c2s_pipeline.ingest import MAX_FILE_BYTES, read_corpus, source_fingerprint
 
-
-def write(path: Path, content: str | bytes) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(content, bytes):
-        path.write_bytes(content)
-    else:
-        path.write_text(content, encoding="utf-8")
-    return path
+from .test_ingest import write
 
 
 def reasons(result) -> dict[str, str]:

@@ -24,6 +24,7 @@ from c2s_pipeline.layout import MANIFEST_FILE
 from c2s_pipeline.workspace import CorpusSpec, Workspace
 
 from .conftest import ROOT
+from .test_dagster import graphql
 from .postgres import shared_server, write_instance_config
 
 BIN = Path(sys.executable).parent
@@ -218,14 +219,6 @@ class Service:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=10)
         self._log.close()
-
-
-def graphql(url: str, query: str, **variables) -> dict:
-    response = httpx.post(url, json={"query": query, "variables": variables}, timeout=30)
-    response.raise_for_status()
-    body = response.json()
-    assert "errors" not in body, body["errors"]
-    return body["data"]
 
 
 RUNS = """query($corpus: String!) { runsOrError(filter: {tags: [{key: "c2s/corpus", value: $corpus}]}) {
