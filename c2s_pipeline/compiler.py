@@ -70,7 +70,7 @@ def with_llm(spec: CorpusSpec, **overrides) -> CorpusSpec:
 
 
 def compile_corpus(spec: CorpusSpec, workspace: Workspace, instance: DagsterInstance | None = None,
-                   full: bool = False, s3=None, *, dry_run: bool = False, **llm) -> dict:
+                   full: bool = False, *, dry_run: bool = False, **llm) -> dict:
     """Register ``spec`` and run the compile job for its partition; return the manifest.
 
     An unchanged corpus costs no LLM call and no embedding; a changed one updates the published
@@ -78,7 +78,8 @@ def compile_corpus(spec: CorpusSpec, workspace: Workspace, instance: DagsterInst
     (provider, model, card_model, base_url, concurrency, max_cost) replace the registered ones and
     are registered with the corpus, so the sensor, the schedule and backfills compile it the same
     way. ``dry_run`` runs and registers nothing: it returns the estimate of calls, tokens and
-    dollars per stage (``estimate.estimate_compile``) instead."""
+    dollars per stage (``estimate.estimate_compile``) instead. S3 sources and targets use the
+    usual AWS variables (AWS_ENDPOINT_URL, AWS_REGION, credentials), as every run does."""
     try:
         spec = with_llm(spec, **llm)
     except ValueError as exc:
@@ -87,7 +88,7 @@ def compile_corpus(spec: CorpusSpec, workspace: Workspace, instance: DagsterInst
         from .estimate import estimate_compile, read_documents
 
         try:
-            return estimate_compile(spec, workspace, LLMResource(), read_documents(spec, workspace, s3))
+            return estimate_compile(spec, workspace, LLMResource(), read_documents(spec, workspace))
         except (CorpusError, LLMError, ValueError) as exc:
             raise CompileError(str(exc)) from exc
     check_llm(spec.llm)
@@ -110,7 +111,7 @@ def compile_corpus(spec: CorpusSpec, workspace: Workspace, instance: DagsterInst
             workspace.register(spec)
             if not instance.has_dynamic_partition(corpus_partitions.name, spec.name):
                 instance.add_dynamic_partitions(corpus_partitions.name, [spec.name])
-            state = corpus_state(spec, corpus_fingerprint(spec, workspace.home, s3 or S3Resource()))
+            state = corpus_state(spec, corpus_fingerprint(spec, workspace.home, S3Resource()))
             tags = {**compile_tags(spec, "cli", state), COMPILE_ID_TAG: compile_id, "dagster/partition": spec.name}
             result = _execute(instance, {**compile_run_config(spec, workspace.home, full=full), **QUIET_LOGS}, tags)
     except LockBusy as exc:

@@ -65,8 +65,9 @@ def compile_executor(name: str | None = None) -> ExecutorDefinition:
 
 
 def compile_job_def() -> JobDefinition:
-    """The code location's compile job with the executor ``$C2S_EXECUTOR`` names now: a target for
-    ``reconstructable()``, which step workers (Celery, Kubernetes) rebuild the same way."""
+    """The code location's compile job with the executor ``$C2S_EXECUTOR`` names: a target for
+    ``reconstructable()``, which step workers (Celery, Kubernetes) rebuild the same way. Dagster
+    keeps a reconstructed job for the life of the process, so the executor is the process's."""
     from .definitions import defs
 
     return defs.resolve_job_def("compile_corpus").with_executor_def(compile_executor())

@@ -28,7 +28,12 @@ def s3_server():
     settings = dict(endpoint_url=url, aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1")
     client = boto3.client("s3", **settings)
     client.create_bucket(Bucket=BUCKET)
-    yield client, S3Resource(**settings)
+    # Runs configure S3 as a deployment does: from the AWS variables (never secrets in run config).
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in (("AWS_ENDPOINT_URL", url), ("AWS_ACCESS_KEY_ID", "test"),
+                            ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_DEFAULT_REGION", "us-east-1")):
+            env.setenv(name, value)
+        yield client, S3Resource(**settings)
     server.stop()
 
 
@@ -52,7 +57,7 @@ def test_compile_from_s3_and_publish_releases(s3_server, tmp_path):
     workspace = Workspace(tmp_path / "home")
     first_fp = s3_fingerprint(client, source)
 
-    manifest = compile_corpus(spec, workspace, s3=resource)
+    manifest = compile_corpus(spec, workspace)
     assert manifest["stats"]["documents"]["accepted"] == 30
     assert set(manifest["doc_paths"]) == {f.relative_to(SAMPLE_CORPUS).as_posix() for f in files}
     release = current_release(client, f"s3://{BUCKET}/trees/", "tidewell-s3")
@@ -67,7 +72,7 @@ def test_compile_from_s3_and_publish_releases(s3_server, tmp_path):
     client.put_object(Bucket=BUCKET, Key="corpora/tidewell/" + files[0].relative_to(SAMPLE_CORPUS).as_posix(),
                       Body=files[0].read_bytes() + b"\n\nNew: refunds for deposits now take 2 days.\n")
     assert s3_fingerprint(client, source) != first_fp
-    second = compile_corpus(spec, workspace, s3=resource)
+    second = compile_corpus(spec, workspace)
     assert second["build"]["mode"] == "incremental" and second["build"]["documents_changed"] == 1
     assert current_release(client, f"s3://{BUCKET}/trees/", "tidewell-s3") != release
     assert "New: refunds for deposits" in (workspace.artifacts("tidewell-s3") / "source" /
@@ -80,4 +85,4 @@ def test_missing_s3_prefix_is_a_clear_error(s3_server, tmp_path):
 
     spec = CorpusSpec(name="empty-s3", source=f"s3://{BUCKET}/nothing-here/", out=str(tmp_path / "out"))
     with pytest.raises(CompileError, match="documents: no documents accepted from s3://c2s-test/nothing-here/"):
-        compile_corpus(spec, Workspace(tmp_path / "home"), s3=resource)
+        compile_corpus(spec, Workspace(tmp_path / "home"))

@@ -9,19 +9,16 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 import yaml
-from dagster import (DagsterEventType, DagsterInstance, DagsterRun, RunsFilter, execute_job, reconstructable,
-                     validate_run_config)
+from dagster import DagsterEventType, DagsterInstance, DagsterRun, RunsFilter, validate_run_config
 
 from c2s_pipeline.executors import CHOICES, ExecutorChoiceError, compile_executor, compile_job_def
 from c2s_pipeline.layout import MANIFEST_FILE
-from c2s_pipeline.workspace import CorpusSpec, Workspace
 
 from .conftest import ROOT
 from .test_dagster import graphql
@@ -227,7 +224,7 @@ DAEMONS = "{ instance { daemonHealth { allDaemonStatuses { daemonType required h
 
 
 @pytest.mark.timeout(420)
-def test_celery_compile_on_a_shared_postgres_instance(tmp_path, monkeypatch):
+def test_celery_compile_on_a_shared_postgres_instance(tmp_path):
     """One Postgres instance; a Celery worker runs the compile's steps, the webserver shows the
     run, the daemon's heartbeats arrive over GraphQL."""
     home = tmp_path / "home"
@@ -248,10 +245,9 @@ def test_celery_compile_on_a_shared_postgres_instance(tmp_path, monkeypatch):
                                          "polling_interval": 0.2},
             "broker_connection_retry_on_startup": True,
         }}}}))
-    settings = {"DAGSTER_HOME": str(home), "C2S_EXECUTOR": "celery", "C2S_CELERY_CONFIG": str(celery_config)}
-    for key, value in settings.items():
-        monkeypatch.setenv(key, value)
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "HF_HUB_OFFLINE": "1"}
+    # Every process of the deployment gets the same settings: the CLI, the worker, webserver, daemon.
+    env = {**os.environ, "DAGSTER_HOME": str(home), "C2S_EXECUTOR": "celery", "C2S_CELERY_CONFIG": str(celery_config),
+           "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "HF_HUB_OFFLINE": "1"}
     pidfile = tmp_path / "worker.pid"
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -265,46 +261,37 @@ def test_celery_compile_on_a_shared_postgres_instance(tmp_path, monkeypatch):
                                           "-h", "127.0.0.1", "-p", port], env, tmp_path)
         services.append(webserver)
 
-        spec = CorpusSpec(name="scaleout", source=str(make_corpus(tmp_path / "corpus")), out=str(tmp_path / "tree"))
-        Workspace(home).register(spec)
+        corpus = make_corpus(tmp_path / "corpus")
         worker.wait_for(lambda: " ready." in worker.log(), "celery worker ready", 120)
         worker_pid = int(pidfile.read_text())
 
+        # `c2s compile` as a user runs it, its steps going to the worker.
+        compiler = subprocess.Popen([BIN / "c2s", "compile", str(corpus), "--corpus", "scaleout", "--out",
+                                     str(tmp_path / "tree"), "--json"], env=env, cwd=tmp_path,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         with DagsterInstance.from_config(str(home)) as instance:
-            instance.add_dynamic_partitions("corpus", [spec.name])
-            outcome: dict = {}
-
-            def compile_run():
-                try:
-                    outcome["result"] = execute_job(
-                        reconstructable(compile_job_def), instance=instance,
-                        run_config={"resources": {"workspace": {"config": {"home": str(home)}}}},
-                        tags={"dagster/partition": spec.name, "c2s/corpus": spec.name})
-                except BaseException as exc:  # reported below, in the test's thread
-                    outcome["error"] = exc
-
-            runner = threading.Thread(target=compile_run, daemon=True)
-            runner.start()
             # The daemon starts once the run exists, so its corpus sensor leaves the corpus to that run.
             deadline = time.monotonic() + 60
-            while not instance.get_run_ids(RunsFilter(tags={"c2s/corpus": spec.name})) and runner.is_alive():
+            while not instance.get_run_ids(RunsFilter(tags={"c2s/corpus": "scaleout"})) and compiler.poll() is None:
                 assert time.monotonic() < deadline, "the compile run was not created within 60 s"
                 time.sleep(0.2)
             daemon = Service("daemon", [BIN / "dagster-daemon", "run", "-w", ROOT / "workspace.yaml"], env, tmp_path)
             services.append(daemon)
 
-            runner.join(timeout=300)
-            assert not runner.is_alive(), f"the compile did not finish within 300 s:\n{worker.log()[-3000:]}"
-            if "error" in outcome:
-                raise outcome["error"]
-            result = outcome["result"]
-            assert result.success, worker.log()[-3000:]
+            try:
+                _, errors = compiler.communicate(timeout=300)
+            except subprocess.TimeoutExpired:
+                compiler.kill()
+                pytest.fail(f"the compile did not finish within 300 s:\n{worker.log()[-3000:]}")
+            assert compiler.returncode == 0, errors[-3000:] + worker.log()[-3000:]
+            result, = instance.get_runs(RunsFilter(tags={"c2s/corpus": "scaleout"}))
+            assert result.is_success
 
-            # Every step ran in the worker's process, not in this one.
+            # Every step ran in the worker's process, not in the compile's.
             logs = instance.all_logs(result.run_id)
             started = {e.step_key: e.dagster_event.pid for e in logs if e.dagster_event_type == DagsterEventType.STEP_START}
             assert "documents" in started and "skill_tree" in started
-            assert set(started.values()) == {worker_pid} != {os.getpid()}
+            assert set(started.values()) == {worker_pid} != {compiler.pid}
             delegated = [e for e in logs if e.dagster_event_type == DagsterEventType.ENGINE_EVENT
                          and "in celery worker" in (e.message or "")]
             assert {e.step_key for e in delegated} == set(started)
@@ -317,7 +304,7 @@ def test_celery_compile_on_a_shared_postgres_instance(tmp_path, monkeypatch):
         # The webserver, on the same instance, shows that run and its steps.
         webserver.wait_for(lambda: httpx.get(f"{url}/server_info", timeout=2).status_code == 200,
                            "webserver up", 120)
-        runs = graphql(f"{url}/graphql", RUNS, corpus=spec.name)["runsOrError"]["results"]
+        runs = graphql(f"{url}/graphql", RUNS, corpus="scaleout")["runsOrError"]["results"]
         assert [(r["runId"], r["status"]) for r in runs] == [(result.run_id, "SUCCESS")]
         assert {s["stepKey"] for s in runs[0]["stepStats"]} == set(started)
 
