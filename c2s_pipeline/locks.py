@@ -21,6 +21,7 @@ from .workspace import CorpusSpec
 
 COMPILE_ID_TAG = "c2s/compile_id"  # ties a CLI run to the lock its process holds
 CORPUS_TAG = "c2s/corpus"
+PARTITION_TAG = "dagster/partition"  # every compile asset is partitioned by corpus
 IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
              DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
 
@@ -37,7 +38,11 @@ def _lock_files(home: Path, spec: CorpusSpec) -> list[Path]:
 
 
 def runs_in_flight(instance: DagsterInstance, corpus: str) -> list[DagsterRun]:
-    return list(instance.get_runs(RunsFilter(tags={CORPUS_TAG: corpus}, statuses=IN_FLIGHT), limit=5))
+    """Runs of the corpus not yet finished: c2s's own (tagged with the corpus) and any other run
+    of its partition (a backfill, the UI)."""
+    found = {run.run_id: run for tag in (CORPUS_TAG, PARTITION_TAG)
+             for run in instance.get_runs(RunsFilter(tags={tag: corpus}, statuses=IN_FLIGHT), limit=5)}
+    return sorted(found.values(), key=lambda run: run.run_id)
 
 
 def _busy_message(spec: CorpusSpec, runs: list[DagsterRun]) -> str:

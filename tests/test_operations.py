@@ -195,6 +195,12 @@ def test_a_failed_corpus_waits_for_a_change_and_runs_in_flight_block_new_ones(tm
     assert runs == [] and "in flight" in skip.skip_message
     with build_schedule_context(instance=instance, resources=resources(workspace), scheduled_execution_time=NIGHT) as ctx:
         assert "in flight" in nightly_recompile(ctx).skip_message
+    # A backfill's or the UI's run carries only its partition: it counts as in flight too.
+    instance.report_run_canceled(busy)
+    backfill = instance.create_run_for_job(job_def=job, status=DagsterRunStatus.STARTED,
+                                           tags={"dagster/partition": "small", "dagster/backfill": "b1"})
+    decision = compile_decision(workspace.corpus("small"), workspace.home, instance, S3Resource())
+    assert not decision.needed and backfill.run_id in decision.reason
 
 
 def test_a_second_compile_fails_at_once_and_a_killed_compile_is_failed(tmp_path, instance):
