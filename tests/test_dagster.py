@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -158,11 +159,12 @@ def test_webserver_serves_graph_and_materializations(webserver, sample_tree):
     data = graphql(webserver, """
         query($key: AssetKeyInput!) { assetOrError(assetKey: $key) { ... on Asset {
             assetMaterializations(partitions: ["sample"], limit: 5) { partition
-              metadataEntries { label ... on IntMetadataEntry { intValue } } } } } }""",
+              metadataEntries { label ... on IntMetadataEntry { intValue } ... on PathMetadataEntry { path } } } } } }""",
                    key={"path": ["skill_tree"]})
     materializations = data["assetOrError"]["assetMaterializations"]
     assert materializations and materializations[0]["partition"] == "sample"
-    entries = {e["label"]: e.get("intValue") for e in materializations[0]["metadataEntries"]}
+    entries = {e["label"]: e.get("intValue") or e.get("path") for e in materializations[0]["metadataEntries"]}
+    assert entries["view"].endswith("artifacts/sample/view/index.html") and Path(entries["view"]).exists()
     assert entries["skills"] == sample_tree.manifest["stats"]["skills"]
     assert entries["nav_files"] == sample_tree.manifest["stats"]["nav_files"]
 

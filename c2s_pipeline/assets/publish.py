@@ -260,7 +260,8 @@ def staged_tree(context: AssetExecutionContext, workspace: WorkspaceResource, ll
 def skill_tree(context: AssetExecutionContext, workspace: WorkspaceResource, s3: S3Resource):
     """The checked tree swapped in atomically at the corpus's output path (and, when the corpus
     names an S3 target, published there as a new release); records what it published as the
-    base of the next incremental compile, and the source state it compiled."""
+    base of the next incremental compile, the source state it compiled and the path of its HTML
+    view (``c2s view``)."""
     stage = Stage("skill_tree", context, workspace)
     spec, art = stage.corpus, stage.artifacts
     staged_info = art.read_json(STAGED_FILE)
@@ -274,7 +275,10 @@ def skill_tree(context: AssetExecutionContext, workspace: WorkspaceResource, s3:
     incremental.save_published(
         art, docs, {level: art.final_nodes(level) for level in art.used_levels()}, staged_info["names"],
         staged_info["fingerprint"], mode, art.level_status(1)["cohesion"], staged_info["llm_tasks"])
-    published = {}
+    # The tree as people look at it, linked from this materialization in the UI.
+    from c2s_agent.view import build_view
+
+    published = {"view": MetadataValue.path(str(build_view(out, art.root / "view")))}
     if spec.publish:
         build = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{manifest_digest(out)}"
         published["s3_release"] = MetadataValue.url(publish_tree(s3.get_client(), out, spec.publish, spec.name, build))
