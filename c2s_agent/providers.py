@@ -33,7 +33,6 @@ from typing import Any
 from c2s_pipeline.llm.clients import (
     CONTEXT_EXCEEDED,
     MAX_TOKENS,
-    REFUSAL,
     ChatClient,
     ChatResult,
     Usage,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import typer
 
-from c2s_pipeline.layout import ENTITY_INDEX_FILE, SKILLS_DIR
+from c2s_pipeline.layout import ENTITY_INDEX_FILE
 
 from .navfile import parse_nav_file
 from .tree import Tree, TreeError

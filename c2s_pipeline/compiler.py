@@ -15,7 +15,6 @@ from dagster import (
     DagsterEventType,
     DagsterInstance,
     ReexecutionOptions,
-    RunsFilter,
     execute_job,
     reconstructable,
 )

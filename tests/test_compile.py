@@ -9,14 +9,13 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
 
 from c2s_pipeline.docstore import DocumentStore
 from c2s_pipeline.frontmatter import NAME_RULE, parse_frontmatter
 from c2s_pipeline.ingest import read_corpus
 from c2s_pipeline.validate import nav_files, primary_rows
 
-from .conftest import SAMPLE_CORPUS, WIXQA, compile_into, requires_wixqa
+from .conftest import SAMPLE_CORPUS, WIXQA, compile_into
 
 STUB = re.compile(r"^- @see `([^`]+)` \*\*.*\*\* → `([^`]+)`$", re.MULTILINE)
 GROUP_STUB = re.compile(r"^- @see \[([a-z0-9-]+)\] .* → `([^`]+)`$", re.MULTILINE)

@@ -4,7 +4,6 @@ end-to-end offline run on the WixQA sample, the offline agentic method and BERTS
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 import pytest

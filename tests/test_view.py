@@ -10,7 +10,6 @@ import json
 import os
 import re
 import shutil
-from pathlib import Path
 
 import pytest
 import typer

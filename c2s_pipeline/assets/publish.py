@@ -16,7 +16,6 @@ from dagster import (
     AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
-    AssetKey,
     Failure,
     MetadataValue,
     asset,
