@@ -304,10 +304,12 @@ def print_summary(manifest: dict, out: Path) -> None:
 def _register_serving_commands() -> None:
     """`c2s ask`, `c2s shell` and `c2s eval` live with the agent; the CLI is one app."""
     from c2s_agent.cli import register as register_agent
+    from c2s_agent.export import register as register_export
+    from c2s_agent.publish_api import register as register_publish
     from c2s_agent.view import register as register_view
 
-    register_agent(app)
-    register_view(app)
+    for register in (register_agent, register_export, register_publish, register_view):
+        register(app)
     try:
         from c2s_agent.evaluation.cli import register as register_eval
     except ImportError:  # the evaluation harness is optional at import time
