@@ -29,7 +29,9 @@ from .tree import Tree, open_tree
 RULES = """\
 You answer questions from a company's documents, compiled into a tree of skill files that you \
 browse with two tools: code_execution (ls, cat, grep, head ... over skills/ and \
-entity_index.json) and get_document(doc_id) for a document's full text.
+entity_index.json) and get_document(doc_id) for a document's full text. Where a search tool is \
+offered, search(query, k) is flat keyword search over every document, for when the tree's \
+evidence is thin.
 
 How to navigate:
 - Start from the skills listed below. Keep at least two candidate skills before committing to \
@@ -42,6 +44,10 @@ points.
 @see stubs to documents filed elsewhere.
 - When a branch is thin or off-topic, jump via ## Related skills or backtrack to the next-best \
 branch instead of answering from it.
+- When the tree's evidence is thin (the branches you read do not cover the question's terms, \
+grep finds them nowhere useful, or the leaves reached look off-topic), call search with the \
+question's distinctive terms; its rows name each document's INDEX.md, so you can go there. \
+Navigate first: search is the fallback, not the first step.
 - Summary files are for navigation only: read the documents you rely on with get_document.
 
 How to answer:

@@ -1,19 +1,28 @@
 """The deterministic offline navigator: answers a question by browsing a compiled tree with the
-same two tools an LLM agent gets, and nothing else (no flat index over the documents).
+same tools an LLM agent gets, and nothing else.
 
 One question, in rounds ("turns") of tool calls:
 
-1. survey: ``grep -ric TERM skills`` per question term (lexical evidence: how many cards and
-   summary lines below each node mention it) and an entity-index lookup for entities the
-   question names;
+1. survey: per top-level skill and question term, ``grep -rih TERM skills/<skill> | wc -l``
+   (lexical evidence: how many card and summary lines below the node mention it; one number
+   per node, so what is read grows with the skills, not the tree) and an entity-index lookup
+   for entities the question names;
 2. descend: score the candidate nodes of this level (skills, then sub-groups and ``@see``
    group stubs of the nodes read) by reciprocal rank fusion of embedding similarity to the row,
    BM25 on the row, grep evidence below the node and entity-index hits; ``cat`` the best
-   ``beam`` of them; repeat down to the leaves; jump to related skills when the chosen skills
-   are thin, and backtrack to the best unexplored node when the leaves reached look poor;
-3. rank the cards of the opened leaves (plus ``@see`` stubs and example rows), read the best
-   candidates with ``get_document`` and re-rank on cards and document text together;
-4. compose an extractive, cited answer from the best documents (:mod:`c2s_agent.compose`).
+   ``beam`` of them; below the first level the grep counts cover only the children of the
+   nodes opened (the beam's branches); repeat down to the leaves; jump to related skills when
+   the chosen skills are thin, and backtrack to the best unexplored node when the leaves
+   reached look poor. The beam width follows the routing confidence of the first level (how
+   far the best skill stands out), not the corpus size;
+3. route: the confidence that navigation reached the evidence (share of the question's term
+   weight inside the opened leaves, times the first level's confidence). Below
+   :data:`ROUTE_BELOW` the flat ``search`` tool's results join the candidates and their rank
+   becomes one more fused signal; above it, navigation alone;
+4. rank the cards of the opened leaves (plus ``@see`` stubs, example rows and search hits),
+   read the best candidates with ``get_document`` and re-rank on cards and document text
+   together;
+5. compose an extractive, cited answer from the best documents (:mod:`c2s_agent.compose`).
 
 Why this shape: a prototype over four corpora found that routing, not leaf ranking, loses the
 recall; greedy descent is unusable, a beam of ~5 (small trees) to ~10 (thousands of documents)
@@ -36,7 +45,7 @@ from .compose import compose_answer
 from .navfile import Card, Group, NavFile, parse_nav_file
 from .scoring import bm25, embedder, query_terms, rrf, terms
 from .agent import Reply, TurnBudget, citations_in
-from .tools import Page, TreeTools, parse_document
+from .tools import Page, SearchHit, TreeTools, parse_document
 
 MAX_TERMS = 12  # question terms grepped for
 MAX_ENTITIES = 8  # entity-index entries read per question
@@ -47,13 +56,22 @@ REACHED_SHARE = 0.75  # backtrack when the leaves reached hold less of the quest
 MISSING_SHARE = 0.1  # ... and only towards a missing term that carries this much of it
 MAX_BACKTRACKS = 2
 EMBED_CHARS = 2000  # document text embedded after the card, as the compiler does
+# Beam width from the first level's confidence: a clear winner needs few siblings kept,
+# an open call wants many (a prototype needed ~5 on small trees, ~10 on large ones).
+BEAM_MIN, BEAM_MAX = 3, 10
+ROUTE_BELOW = 0.8  # routing confidence under which search results join the candidates (tuned on WixQA dev)
+SEARCH_HITS = 10  # documents asked of the search tool when routing to it
+SEARCH_READ = 5  # of those, always read with get_document (not only when the cards rank them)
 
 
 def navigate(question: str, tools: TreeTools, *, budget: TurnBudget | None = None,
-             beam: int | None = None, fetch: int = 10, **_: object) -> Reply:
+             beam: int | None = None, fetch: int = 10, route: bool = True, route_below: float = ROUTE_BELOW,
+             **_: object) -> Reply:
     """The ``offline`` provider (see :func:`c2s_agent.agent.answer`); ignores the system prompt,
-    whose rules it follows by construction."""
-    return Navigator(tools, budget=budget or TurnBudget(), beam=beam, fetch=fetch).run(question)
+    whose rules it follows by construction. ``route=False``: navigation only, never search;
+    ``route_below``: the routing-confidence threshold (above 1: always search)."""
+    return Navigator(tools, budget=budget or TurnBudget(), beam=beam, fetch=fetch, route=route,
+                     route_below=route_below).run(question)
 
 
 # Grep listings over thousands of nav files outgrow the 8 KB an LLM is shown; a program can read more.
@@ -68,14 +86,18 @@ class _Node:
 
 
 class Navigator:
-    def __init__(self, tools: TreeTools, *, budget: TurnBudget, beam: int | None = None, fetch: int = 10):
+    def __init__(self, tools: TreeTools, *, budget: TurnBudget, beam: int | None = None, fetch: int = 10,
+                 route: bool = True, route_below: float = ROUTE_BELOW):
         self.tools = tools
         self.budget = budget
         skills = tools.tree.skills  # the preloaded context: names, descriptions, sizes
-        total = sum(s.documents for s in skills)
-        # Small trees reach parity with ~5 nodes per level; thousands of documents want ~10.
-        self.beam = max(2, beam or (5 if total <= 2000 else 10))
+        self.documents = sum(s.documents for s in skills) or 1
+        self.fixed_beam = max(2, beam) if beam else None
+        self.beam = self.fixed_beam or BEAM_MAX  # set from the first level's confidence
+        self.route = route and tools.has_search
+        self.route_below = route_below
         self.fetch = max(1, fetch)
+        self.confidence = {"first_level": 1.0, "reach": 1.0, "routing": 1.0}
         self.embed = embedder()
         self.skills = [Group(s.name, s.path, s.documents, s.description) for s in skills]
         self.read: dict[str, NavFile] = {}
@@ -89,43 +111,49 @@ class Navigator:
         self.qterms = query_terms(question)[:MAX_TERMS]
         self.qvec = self.embed([question])[0]
         self.budget.take()  # 1: survey
-        self.grep_counts = self._grep(self.qterms)
+        self.grep_counts: dict[str, dict[str, int]] = {t: {} for t in self.qterms}
+        self._count(self.skills)
         self.idf = self._idf()
         self.entity_hits = self._entities()
         leaves = self._descend()
-        cards = self._candidates(leaves)
-        ranked, pages = self._rank(cards)
+        hits = self._route(leaves)
+        cards = self._candidates(leaves, hits)
+        ranked, pages = self._rank(cards, hits)
         text = compose_answer(question, [pages[d] for d in ranked[:3]], self.qterms, self.embed)
         path = self._path(ranked, cards, len(citations_in(text)))
-        return Reply(text, ranked, path, self.budget.used, list(self.read), self.notes)
+        usage = {"beam": self.beam, "routed": bool(hits),
+                 **{f"confidence_{k}": round(v, 4) for k, v in self.confidence.items()}}
+        return Reply(text, ranked, path, self.budget.used, list(self.read), self.notes, usage)
 
-    def _can_descend(self) -> bool:
-        return self.budget.left > 1  # keep one round for get_document
+    def _can_descend(self, rounds: int = 1) -> bool:
+        return self.budget.left > rounds  # keep one round for get_document
 
     # -- survey -------------------------------------------------------------------------
 
-    def _grep(self, words: list[str]) -> dict[str, dict[str, int]]:
-        """term -> {nav file: matching lines}; one grep over the tree per term."""
-        counts: dict[str, dict[str, int]] = {}
-        for word in words:
-            # Words starting with the stem: 'fee' finds 'fees' but not 'coffee'.
-            pattern = shlex.quote("\\<" + re.escape(word))
-            out = self.tools.code_execution(f"grep -ric -e {pattern} {SKILLS_DIR} | grep -v ':0$'")
-            if "[output truncated" in out:
-                self.notes.append(f"grep for {word!r} was truncated; its counts are partial")
-            hits = {}
-            for line in out.splitlines():
-                path, _, n = line.rpartition(":")
-                if path.startswith(SKILLS_DIR + "/") and n.isdigit():
-                    hits[path] = int(n)
-            counts[word] = hits
-        return counts
+    def _count(self, groups: list[Group], parents: dict[str, str] | None = None) -> None:
+        """grep counts below each node not counted yet: ``grep -rih TERM <node dir> | wc -l``
+        per question term, one number each. A term absent below a node's parent is absent below
+        the node, so it is not grepped for (``parents``: node path -> the nav file it was
+        listed in; ``@see`` groups live elsewhere and are always grepped)."""
+        for g in groups:
+            folder = posixpath.dirname(g.path)
+            parent = (parents or {}).get(g.path, "")
+            for word, hits in self.grep_counts.items():
+                if g.path in hits:
+                    continue
+                if parent and _under(g.path, parent) and hits.get(parent, 1) == 0:
+                    hits[g.path] = 0
+                    continue
+                # Words starting with the stem: 'fee' finds 'fees' but not 'coffee'.
+                pattern = shlex.quote("\\<" + re.escape(word))
+                out = self.tools.code_execution(f"grep -rih -e {pattern} {shlex.quote(folder)} | wc -l").strip()
+                hits[g.path] = int(out) if out.isdigit() else 0
 
     def _idf(self) -> dict[str, float]:
-        out = self.tools.code_execution(f"find {SKILLS_DIR} -name '*.md' | wc -l").strip()
-        files = int(out) if out.isdigit() else 1
-        return {t: float(np.log(1.0 + files / (1.0 + len(hits)))) if hits else 0.0
-                for t, hits in self.grep_counts.items()}
+        """From the first level's counts: matching lines anywhere against the documents."""
+        return {t: float(np.log(1.0 + self.documents / (1.0 + lines))) if lines else 0.0
+                for t, hits in self.grep_counts.items()
+                for lines in [sum(hits.get(s.path, 0) for s in self.skills)]}
 
     def _entities(self) -> dict[str, float]:
         """Entities the question names -> {nav file: weight}, from entity_index.json."""
@@ -163,9 +191,14 @@ class Navigator:
         pending: list[_Node] = []  # scored but not opened: where backtracking resumes
         leaves: list[NavFile] = []
         level = 0
-        while frontier and self._can_descend():
+        while frontier and self._can_descend(2 if level else 1):
+            if level:  # one round of grep counts over the beam's branches
+                self.budget.take()
+                self._count([n.group for n in frontier], {n.group.path: n.parent for n in frontier})
             self._score(frontier)
             frontier.sort(key=lambda n: -n.score)
+            if not level:
+                self._set_beam(frontier)
             width = self.beam if level else max(2, min(self.beam, len(frontier)))
             chosen, rest = frontier[:width], frontier[width:]
             best = frontier[0].score or 1.0
@@ -202,7 +235,7 @@ class Navigator:
 
     def _missing(self, leaves: list[NavFile]) -> list[str]:
         """Terms carrying much of the question's weight that the tree has but the leaves lack."""
-        present = {t for t, hits in self.grep_counts.items() if hits}
+        present = {t for t, hits in self.grep_counts.items() if any(hits.values())}
         total = sum(self.idf[t] for t in present) or 1.0
         found = {t for t in present if any(self._below(self.grep_counts[t], nav.path) for nav in leaves)}
         lost = [t for t in present - found if self.idf[t] / total >= MISSING_SHARE]
@@ -219,7 +252,9 @@ class Navigator:
                     leaves.append(nav)
                 else:
                     kids = [_Node(g, nav.path) for g in nav.groups + nav.see_groups if g.path not in self.read]
-                    if kids:
+                    if kids and self._can_descend(2):
+                        self.budget.take()
+                        self._count([k.group for k in kids], {k.group.path: k.parent for k in kids})
                         self._score(kids)
                         kids.sort(key=lambda n: -n.score)
                         width = max(2, self.beam // 2)
@@ -283,16 +318,49 @@ class Navigator:
         return scores
 
     def _below(self, hits: dict[str, int], path: str) -> int:
-        return sum(n for p, n in hits.items() if _under(p, path))
+        return hits.get(path, 0)  # counted for every node that was scored
 
     def _coverage(self, path: str) -> float:
         """Share of the question's term weight found anywhere below ``path``."""
         total = sum(self.idf.values()) or 1.0
         return sum(self.idf[t] for t, hits in self.grep_counts.items() if self._below(hits, path)) / total
 
+    # -- routing ------------------------------------------------------------------------
+
+    def _set_beam(self, skills: list[_Node]) -> None:
+        """The first level's confidence (how far the best skill stands out from the runner-up
+        in fused score, and how much of the question's term weight lies below it) sets the
+        beam: narrow when one skill clearly holds the question, wide when the call is open."""
+        best = skills[0].score or 1.0
+        margin = 1.0 - (skills[1].score / best if len(skills) > 1 else 0.0)
+        self.confidence["first_level"] = conf = self._coverage(skills[0].group.path) * (0.5 + 0.5 * margin)
+        if self.fixed_beam is None:
+            self.beam = int(round(BEAM_MAX - (BEAM_MAX - BEAM_MIN) * conf))
+
+    def _reach(self, leaves: list[NavFile]) -> float:
+        """Share of the question's term weight (terms the tree has) found in the leaves reached."""
+        present = {t for t, hits in self.grep_counts.items() if any(hits.values())}
+        total = sum(self.idf[t] for t in present)
+        if not total:
+            return 0.0 if not leaves else 1.0  # nothing lexical to go by: trust the structure
+        found = {t for t in present if any(self._below(self.grep_counts[t], nav.path) for nav in leaves)}
+        return sum(self.idf[t] for t in found) / total
+
+    def _route(self, leaves: list[NavFile]) -> list[SearchHit]:
+        """Search results when the routing confidence is low (and a round is left for them)."""
+        reach = self._reach(leaves) if leaves else 0.0
+        self.confidence["reach"] = reach
+        self.confidence["routing"] = conf = reach * (0.5 + 0.5 * self.confidence["first_level"])
+        if not self.route or conf >= self.route_below or not self._can_descend():
+            return []
+        self.budget.take()
+        hits = self.tools.search_hits(self.question, SEARCH_HITS)
+        self.notes.append(f"routing confidence {conf:.2f} < {self.route_below}: {len(hits)} search hit(s) fused")
+        return hits
+
     # -- leaves -------------------------------------------------------------------------
 
-    def _candidates(self, leaves: list[NavFile]) -> dict[str, Card]:
+    def _candidates(self, leaves: list[NavFile], hits: list[SearchHit] = ()) -> dict[str, Card]:
         cards: dict[str, Card] = {}
         for nav in leaves:
             for c in nav.cards:
@@ -301,18 +369,25 @@ class Navigator:
             for c in nav.see_cards + nav.examples:
                 if c.doc_id not in cards:
                     cards[c.doc_id] = Card(c.doc_id, c.title, c.one_line, c.phrases, c.home or nav.path)
+        for h in hits:  # a search row has no card: its title stands in
+            if h.doc_id not in cards:
+                cards[h.doc_id] = Card(h.doc_id, h.title, home=h.path)
         return cards
 
-    def _rank(self, cards: dict[str, Card]) -> tuple[list[str], dict[str, Page]]:
-        """Cards first (cheap), then the best candidates' text via get_document; fused."""
+    def _rank(self, cards: dict[str, Card], hits: list[SearchHit] = ()) -> tuple[list[str], dict[str, Page]]:
+        """Cards first (cheap), then the best candidates' text via get_document; fused. Search
+        hits (when routed) add their rank as one more signal and their best are always read."""
         if not cards or not self.budget.take():
             return [], {}
         ids = list(cards)
         texts = [cards[d].text for d in ids]
         card_emb = self.embed(texts) @ self.qvec
         card_lex = bm25(self.qterms, [terms(t) for t in texts])
-        first = rrf(card_emb, card_lex, k=RRF_K)
+        searched = {h.doc_id: 1.0 / (1 + i) for i, h in enumerate(hits)}
+        flat = np.array([searched.get(d, 0.0) for d in ids])
+        first = rrf(card_emb, card_lex, *([flat] if hits else []), k=RRF_K)
         order = [ids[i] for i in np.argsort(-first, kind="stable")[: self.fetch]]
+        order += [h.doc_id for h in hits[:SEARCH_READ] if h.doc_id not in order]
         pages: dict[str, Page] = {}
         for doc_id in order:
             page = parse_document(self.tools.get_document(doc_id))
@@ -325,7 +400,10 @@ class Navigator:
         doc_texts = [embedding_text(cards[d], pages[d].text) for d in kept]
         doc_emb = self.embed(doc_texts) @ self.qvec
         doc_lex = bm25(self.qterms, [terms(f"{pages[d].title} {pages[d].text}") for d in kept])
-        final = rrf(card_emb[[at[d] for d in kept]], card_lex[[at[d] for d in kept]], doc_emb, doc_lex, k=RRF_K)
+        signals = [card_emb[[at[d] for d in kept]], card_lex[[at[d] for d in kept]], doc_emb, doc_lex]
+        if hits:
+            signals.append(flat[[at[d] for d in kept]])
+        final = rrf(*signals, k=RRF_K)
         ranked = [kept[i] for i in np.argsort(-final, kind="stable")]
         return ranked, pages
 

@@ -5,8 +5,9 @@ OpenAI or any compatible server via ``base_url``)::
     answer("How do I get a refund?", "out/tree", provider="anthropic")
     answer(q, tree, provider="openai", model="llama3.1", base_url="http://localhost:8000/v1")
 
-The loop: the system prompt (the method's rules + the preloaded skills) and the two tools of
-:data:`~c2s_agent.tools.TOOL_SCHEMAS` form a stable prefix (prompt-cached on Anthropic); every
+The loop: the system prompt (the method's rules + the preloaded skills) and the tools of
+:data:`~c2s_agent.tools.TOOL_SCHEMAS` (plus ``search`` when the tree has a search index and the
+``route`` option is not False) form a stable prefix (prompt-cached on Anthropic); every
 tool call is executed through :class:`~c2s_agent.tools.TreeTools` (the only way to the corpus)
 and answered with a tool result in the next turn (errors as ``is_error``). Each model call that
 may use tools takes a turn of the :class:`~c2s_agent.agent.TurnBudget`; once it is spent the
@@ -18,7 +19,7 @@ object, missing required fields) get an error tool result and the loop goes on.
 Options (keyword arguments of ``answer``): ``model``, ``api_key``, ``base_url`` (else the
 ``ANTHROPIC_API_KEY``/``ANTHROPIC_BASE_URL`` or ``OPENAI_API_KEY``/``OPENAI_BASE_URL``
 environment variables; ``C2S_AGENT_MODEL`` names a default model), ``max_tokens``,
-``temperature``, ``retry`` (a :class:`~c2s_pipeline.llm.clients.RetryPolicy`), ``timeout``,
+``temperature``, ``route`` (False: navigation only, no ``search`` tool), ``retry`` (a :class:`~c2s_pipeline.llm.clients.RetryPolicy`), ``timeout``,
 or ``client`` (a ready :class:`~c2s_pipeline.llm.clients.ChatClient`).
 """
 
@@ -41,7 +42,7 @@ from c2s_pipeline.llm.clients import (
 )
 
 from .agent import Reply, TurnBudget, citations_in
-from .tools import TOOL_SCHEMAS, TreeTools
+from .tools import ALL_TOOL_SCHEMAS, TOOL_SCHEMAS, TreeTools
 
 DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4.1"}
 DEFAULT_MAX_TOKENS = 2048
@@ -67,7 +68,7 @@ def client_for(provider: str, *, model: str | None = None, api_key: str | None =
 
 
 def _required(name: str) -> list[str]:
-    for schema in TOOL_SCHEMAS:
+    for schema in ALL_TOOL_SCHEMAS:
         if schema["name"] == name:
             return list(schema["input_schema"].get("required", []))
     return []
@@ -95,8 +96,11 @@ class Session:
     exhausted_note = "turn budget of {turns} exhausted: final answer forced"
 
     def __init__(self, provider: str, question: str, tools: TreeTools, *, budget: TurnBudget, system: str,
-                 client: ChatClient, max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float | None = None):
+                 client: ChatClient, max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float | None = None,
+                 route: bool = True):
         self.provider = provider
+        if tools is not None and self.tool_schemas is TOOL_SCHEMAS:  # subclasses bring their own tools
+            self.tool_schemas = tools.schemas if route else TOOL_SCHEMAS
         self.tools = tools
         self.budget = budget
         self.system = system
@@ -134,6 +138,11 @@ class Session:
         if call.error:  # the arguments were not a JSON object: nothing to run
             output = (f"error: the arguments of {call.name} were not a JSON object ({call.error}); call it "
                       "again with a JSON object, e.g. {\"command\": \"ls skills\"} or {\"doc_id\": \"...\"}")
+            self.tools._record(call.name, dict(call.arguments), output, time.perf_counter(), error=True)  # noqa: SLF001
+            return output, True
+        offered = [s["name"] for s in self.tool_schemas]
+        if call.name not in offered:  # e.g. search on a navigation-only run: not this session's tool
+            output = f"error: unknown tool {call.name!r}; the tools are {', '.join(offered)}"
             self.tools._record(call.name, dict(call.arguments), output, time.perf_counter(), error=True)  # noqa: SLF001
             return output, True
         missing = [k for k in _required(call.name) if k not in call.arguments]
@@ -219,7 +228,7 @@ class Session:
 def _run(provider: str, question: str, tools: TreeTools, *, budget: TurnBudget | None = None, system: str = "",
          client: ChatClient | None = None, model: str | None = None, api_key: str | None = None,
          base_url: str | None = None, max_tokens: int = DEFAULT_MAX_TOKENS, temperature: float | None = None,
-         retry: Any = None, timeout: float | None = None, **_: object) -> Reply:
+         retry: Any = None, timeout: float | None = None, route: bool = True, **_: object) -> Reply:
     if not system:
         from .agent import system_prompt
 
@@ -227,7 +236,7 @@ def _run(provider: str, question: str, tools: TreeTools, *, budget: TurnBudget |
     client = client or client_for(provider, model=model, api_key=api_key, base_url=base_url, retry=retry,
                                   timeout=timeout)
     return Session(provider, question, tools, budget=budget or TurnBudget(), system=system, client=client,
-                   max_tokens=max_tokens, temperature=temperature).run()
+                   max_tokens=max_tokens, temperature=temperature, route=route).run()
 
 
 def anthropic(question: str, tools: TreeTools, **opts: Any) -> Reply:

@@ -1,14 +1,18 @@
-"""The two tools every agent gets, over one compiled tree:
+"""The tools every agent gets, over one compiled tree:
 
 - ``code_execution(command)``: ls / cat / grep ... over the skill tree and entity index, run by
   the confined :class:`~c2s_agent.sandbox.Sandbox` (navigation: where to look);
-- ``get_document(doc_id, offset=0)``: a document's full text by exact id, paged (evidence).
+- ``get_document(doc_id, offset=0)``: a document's full text by exact id, paged (evidence);
+- ``search(query, k=10)``: flat BM25 over every document (the compiler's ``search_index/``),
+  the fallback when the tree's evidence for a question is thin; rows give doc_id, title, the
+  nav file that lists the document and the score.
 
-:class:`TreeTools` bundles both with a trace of every call and byte accounting::
+:class:`TreeTools` bundles them with a trace of every call and byte accounting::
 
     tools = TreeTools("out/tree")
     print(tools.code_execution("grep -ril refund skills | head"))
     print(tools.get_document("a1b2...", offset=0))
+    print(tools.search("refund fee", k=5))
     tools.trace, tools.usage()
 """
 
@@ -20,10 +24,14 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 
+from c2s_pipeline.layout import SEARCH_INDEX_DIR
+from c2s_pipeline.search_index import SearchHit, SearchIndex
+
 from .sandbox import Sandbox
 from .tree import Tree, open_tree
 
 PAGE_CHARS = 6000  # one page of get_document: about 1,500 tokens
+SEARCH_K, MAX_SEARCH_K = 10, 50
 
 TOOL_SCHEMAS: list[dict] = [
     {
@@ -60,6 +68,26 @@ TOOL_SCHEMAS: list[dict] = [
     },
 ]
 
+SEARCH_SCHEMA: dict = {
+    "name": "search",
+    "description": (
+        "Flat keyword (BM25) search over every document's full text. A fallback, not the first "
+        "step: use it when the tree's evidence is thin (the skills and INDEX.md rows you read do "
+        "not cover the question's terms, or grep finds them nowhere useful). Each row gives "
+        "doc_id, title, the INDEX.md that lists the document and the score; read documents "
+        "with get_document before citing them."),
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "keywords, e.g. the question's distinctive terms"},
+            "k": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_K, "default": SEARCH_K,
+                  "description": "how many documents to return"},
+        },
+        "required": ["query"],
+    },
+}
+ALL_TOOL_SCHEMAS: list[dict] = [*TOOL_SCHEMAS, SEARCH_SCHEMA]
+
 
 @dataclass(frozen=True)
 class ToolCall:
@@ -89,7 +117,8 @@ class Page:
 
 
 class TreeTools:
-    """``code_execution`` and ``get_document`` over one tree, with a trace; thread-safe."""
+    """``code_execution``, ``get_document`` and ``search`` over one tree, with a trace;
+    thread-safe."""
 
     def __init__(self, tree: Tree | str | os.PathLike[str], *, page_chars: int = PAGE_CHARS,
                  max_output_bytes: int = 8192):
@@ -100,6 +129,17 @@ class TreeTools:
         self._fetched: dict[str, None] = {}  # ids with at least one page read, in first-read order
         self._lock = threading.Lock()  # the sandbox is single-threaded; the trace is shared
         self._ids: list[str] | None = None
+        self._index: SearchIndex | None = None
+
+    @property
+    def has_search(self) -> bool:
+        """Was the tree compiled with a search index (trees from before it have none)?"""
+        return (self.tree.root / SEARCH_INDEX_DIR).is_dir()
+
+    @property
+    def schemas(self) -> list[dict]:
+        """The tool schemas an LLM is offered for this tree."""
+        return ALL_TOOL_SCHEMAS if self.has_search else TOOL_SCHEMAS
 
     # -- the tools ----------------------------------------------------------------------
 
@@ -118,6 +158,45 @@ class TreeTools:
         self._record("get_document", {"doc_id": doc_id, "offset": offset}, output, start, error=not ok)
         return output
 
+    def search_hits(self, query: str, k: int = SEARCH_K) -> list[SearchHit]:
+        """:meth:`search` as data (one traced call); [] when there is no index."""
+        return self._search(query, k)[0]
+
+    def search(self, query: str, k: int = SEARCH_K) -> str:
+        return self._search(query, k)[1]
+
+    def _search(self, query: object, k: object) -> tuple[list[SearchHit], str]:
+        start = time.perf_counter()
+        hits: list[SearchHit] = []
+        try:
+            k = min(MAX_SEARCH_K, max(1, int(k if k is not None else SEARCH_K)))
+        except (TypeError, ValueError):
+            k = None
+        if k is None:
+            output = f"error: k must be a whole number of documents (1-{MAX_SEARCH_K})"
+        elif not isinstance(query, str) or not query.strip():
+            output = "error: search needs a query: a few keywords, e.g. search(query=\"refund fee\")"
+        else:
+            index = self._load_index()
+            if index is None:
+                output = ("error: this tree has no search index (compiled before it existed); "
+                          "navigate with code_execution instead")
+            else:
+                hits = index.search(query, k)
+                output = "\n".join(f"{i}. `{h.doc_id}` {h.title} | {h.path or '-'} | score {h.score:.2f}"
+                                   for i, h in enumerate(hits, 1)) or f"no document matches {query!r}"
+        self._record("search", {"query": query, "k": k}, output, start, error=output.startswith("error:"))
+        return hits, output
+
+    def _load_index(self) -> SearchIndex | None:
+        with self._lock:
+            if self._index is None and self.has_search:
+                try:
+                    self._index = SearchIndex.load(self.tree.root)
+                except (OSError, ValueError, KeyError):
+                    return None
+            return self._index
+
     def call(self, name: str, arguments: dict) -> str:
         """Dispatch an LLM tool call by name; bad calls come back as text, never raise."""
         arguments = arguments if isinstance(arguments, dict) else {}
@@ -125,7 +204,10 @@ class TreeTools:
             return self.code_execution(str(arguments.get("command", "")))
         if name == "get_document":
             return self.get_document(arguments.get("doc_id", ""), arguments.get("offset", 0))
-        output = f"error: unknown tool {name!r}; the tools are code_execution and get_document"
+        if name == "search" and self.has_search:
+            return self.search(arguments.get("query", ""), arguments.get("k", SEARCH_K))
+        names = "code_execution, get_document and search" if self.has_search else "code_execution and get_document"
+        output = f"error: unknown tool {name!r}; the tools are {names}"
         self._record(name, arguments, output, time.perf_counter(), error=True)
         return output
 
@@ -146,6 +228,7 @@ class TreeTools:
         trace = self.trace
         nav = [c for c in trace if c.tool == "code_execution"]
         docs = [c for c in trace if c.tool == "get_document"]
+        found = [c for c in trace if c.tool == "search"]
         return {
             "tool_calls": len(trace),
             "nav_calls": len(nav),
@@ -154,6 +237,8 @@ class TreeTools:
             "document_calls": len(docs),
             "document_bytes": sum(c.output_bytes for c in docs),
             "documents_fetched": len(self.fetched),
+            "search_calls": len(found),
+            "search_bytes": sum(c.output_bytes for c in found),  # rows of the flat fallback
             "tool_seconds": round(sum(c.seconds for c in trace), 4),
         }
 

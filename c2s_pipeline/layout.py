@@ -5,6 +5,7 @@
     OUT/entity_index.json                            entity → [{path, mentions}], most mentions first
     OUT/documents.sqlite                             full texts, random access by doc_id
     OUT/manifest.json                                corpus, parameters, versions, counts, doc_id → nav file
+    OUT/search_index/                                flat BM25 over every document (bm25s files + docs.json)
 
 Paths inside the tree (in manifest.json, entity_index.json and ``@see`` stubs) are POSIX paths
 relative to OUT, e.g. ``skills/billing/refunds/INDEX.md``.
@@ -16,6 +17,7 @@ INDEX_FILE = "INDEX.md"
 ENTITY_INDEX_FILE = "entity_index.json"
 DOCUMENT_STORE_FILE = "documents.sqlite"
 MANIFEST_FILE = "manifest.json"
+SEARCH_INDEX_DIR = "search_index"
 
 # Section headings of navigation files; the navigator parses them.
 SECTION_SUBGROUPS = "## Sub-groups"

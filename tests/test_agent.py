@@ -1,4 +1,4 @@
-"""The agent: its two tools, the answer loop's shared pieces, the offline navigator and the CLI.
+"""The agent: its tools, the answer loop's shared pieces, the offline navigator and the CLI.
 
 Unit tests run on a small hand-written tree; the navigator is measured on compiled trees of the
 WixQA sample (80 questions with gold ids) and of the bundled sample corpus, side by side with
@@ -23,9 +23,10 @@ from c2s_agent.agent import (RULES, TurnBudget, UnknownProviderError, check_cita
                              preloaded_context, system_prompt)
 from c2s_agent.cli import app, register
 from c2s_agent.navfile import parse_nav_file
-from c2s_agent.tools import PAGE_CHARS, TOOL_SCHEMAS, TreeTools, parse_document
+from c2s_agent.tools import ALL_TOOL_SCHEMAS, PAGE_CHARS, TOOL_SCHEMAS, TreeTools, parse_document
 from c2s_agent.tree import TreeError
 from c2s_pipeline.docstore import StoredDocument, write_document_store
+from c2s_pipeline.search_index import SearchIndex, write_search_index
 
 from .conftest import ROOT
 
@@ -300,6 +301,93 @@ def test_turn_budget_is_respected(tree):
     assert result.turns <= 3
 
 
+# -- search and routing --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def searchable(tree) -> Path:
+    write_search_index(tree)
+    return tree
+
+
+def test_search_tool_rows_and_errors(searchable, tree):
+    tools = TreeTools(searchable)
+    assert tools.has_search and tools.schemas == ALL_TOOL_SCHEMAS
+    assert [s["name"] for s in ALL_TOOL_SCHEMAS] == ["code_execution", "get_document", "search"]
+    out = tools.search("express shipping", k=2)
+    first = out.splitlines()[0]
+    assert first.startswith("1. `shipping-times` Shipping times | ") and " | score " in first
+    assert len(out.splitlines()) <= 2
+    hits = tools.search_hits("refund days purchase", 3)
+    assert hits[0].doc_id == "refund-policy" and hits[0].score > 0 and all(h.score > 0 for h in hits)
+    assert tools.call("search", {"query": "refund", "k": 1}).count("\n") == 0
+    assert tools.search("zzzz qqqq").startswith("no document matches")
+    for bad in ({"query": ""}, {"query": "refund", "k": "many"}, {}):
+        assert tools.call("search", bad).startswith("error:")
+    usage = tools.usage()
+    assert usage["search_calls"] == 7 and usage["search_bytes"] > 0 and usage["nav_calls"] == 0
+    assert [c.error for c in tools.trace if c.tool == "search"][-3:] == [True, True, True]
+
+
+def test_search_without_an_index_is_a_clear_error(tree):
+    tools = TreeTools(tree)
+    assert not tools.has_search and tools.schemas == TOOL_SCHEMAS
+    assert "no search index" in tools.search("refund")
+    assert tools.search_hits("refund") == []
+    assert "unknown tool 'search'" in tools.call("search", {"query": "refund"})
+
+
+def test_search_index_loads_and_matches_the_flat_bm25_baseline(searchable):
+    from c2s_agent.evaluation.baselines import BM25Index, Corpus
+    from c2s_agent.tree import open_tree
+
+    index = SearchIndex.load(searchable)
+    flat = BM25Index(Corpus.load(open_tree(searchable)))
+    for q in ("refund policy", "express shipping days", "original card"):
+        assert np.allclose(index.scores(q), flat.scores(q))  # same documents, same order, same scheme
+
+
+def test_routing_fuses_search_when_confidence_is_low(searchable):
+    routed = answer("How many days do I have to request a refund?", searchable, route_below=1.01)
+    assert routed.usage["routed"] and routed.usage["search_calls"] == 1
+    assert any("search hit(s) fused" in n for n in routed.notes)
+    assert routed.citations[0] == "refund-policy" and not routed.flags and routed.turns <= 10
+    alone = answer("How many days do I have to request a refund?", searchable, route=False)
+    assert not alone.usage["routed"] and alone.usage["search_calls"] == 0
+    assert "search" not in {c.tool for c in alone.trace}
+    assert 0.0 <= alone.usage["confidence_routing"] <= 1.0
+    never = answer("How many days do I have to request a refund?", searchable, route_below=0.0)
+    assert never.usage["search_calls"] == 0 and never.fetched == alone.fetched
+
+
+def test_routing_reaches_a_document_the_tree_misfiles(searchable):
+    """A document the navigation cannot reach (no nav row lists it) comes back through search."""
+    index = searchable / "skills" / "shipping" / "delivery" / "INDEX.md"
+    index.write_text(index.read_text().replace("- `shipping-times`", "- `elsewhere`"))
+    alone = answer("express shipping next business day", searchable, route=False)
+    assert "shipping-times" not in alone.fetched
+    routed = answer("express shipping next business day", searchable, route_below=1.01)
+    assert routed.fetched[0] == "shipping-times" and not routed.flags
+
+
+def test_beam_follows_routing_confidence_not_corpus_size(searchable):
+    from c2s_agent.offline import BEAM_MAX, BEAM_MIN
+
+    result = answer("refund policy", searchable)
+    assert BEAM_MIN <= result.usage["beam"] <= BEAM_MAX
+    conf = result.usage["confidence_first_level"]
+    assert result.usage["beam"] == round(BEAM_MAX - (BEAM_MAX - BEAM_MIN) * conf)
+    assert answer("refund policy", searchable, beam=2).usage["beam"] == 2  # an explicit beam wins
+
+
+def test_survey_greps_per_node_not_the_whole_tree(searchable):
+    result = answer("refund policy", searchable)
+    greps = [c.input["command"] for c in result.trace if c.tool == "code_execution" and "grep" in c.input["command"]]
+    counts = [g for g in greps if g.endswith("| wc -l")]
+    assert counts and all(" skills/" in g for g in counts)  # one subtree each, never 'grep ... skills'
+    assert not any(g.split("|")[0].rstrip().endswith(" skills") for g in greps)
+
+
 # -- CLI -----------------------------------------------------------------------------------------
 
 
@@ -349,6 +437,16 @@ class RecordingTools(TreeTools):
         out = super().code_execution(command)
         self.seen.append(out)
         return out
+
+    def search(self, query: str, k: int = 10) -> str:
+        out = super().search(query, k)
+        self.seen.append(out)
+        return out
+
+    def search_hits(self, query: str, k: int = 10):
+        hits = super().search_hits(query, k)
+        self.seen.append("\n".join(f"`{h.doc_id}`" for h in hits))
+        return hits
 
 
 def measure(compiled, questions: list[dict]) -> dict:
@@ -445,9 +543,11 @@ def test_navigator_reads_a_fraction_of_the_corpus(corpus, request):
 
 
 def test_navigator_acts_only_through_the_tools_and_navigates(wixqa):
-    """Every document it reads was listed on a nav file it read first: no flat index."""
+    """Every document it reads was listed on a nav file it read first, or by the search tool
+    when (and only when) its routing confidence was low."""
     for q, result, tools in wixqa["runs"]:
-        assert {c.tool for c in result.trace} == {"code_execution", "get_document"}
+        used = {c.tool for c in result.trace}
+        assert used == {"code_execution", "get_document"} | ({"search"} if result.usage["routed"] else set())
         commands = [c.input["command"] for c in result.trace if c.tool == "code_execution"]
         assert all(c.split()[0] in {"cat", "grep", "find", "head"} for c in commands)
         assert any(c.startswith("cat skills/") for c in commands)

@@ -26,7 +26,7 @@ from .fakes.llm_servers import (FakeLLMServer, anthropic_server, openai_server, 
 
 FAST = RetryPolicy(max_attempts=4, base_delay=0.01, max_delay=0.05)
 MODEL = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4.1"}
-TOOL_NAMES = {"code_execution", "get_document"}
+TOOL_NAMES = {"code_execution", "get_document", "search"}  # compiled trees carry a search index
 
 
 @pytest.fixture(scope="module")
@@ -163,6 +163,43 @@ def test_turn_budget_is_enforced(server, tree):
     assert "Turn budget exhausted" in server.requests[-2].user_text  # the reminder before the last tool round
     assert result.answer == "I could not find it in time."
     assert any("exhausted" in n for n in result.notes) and len(result.trace) == 3
+
+
+def _tool_names(server, req) -> set[str]:
+    tools = req.body["tools"]
+    return {t["name"] for t in tools} if server.flavor == "anthropic" else {t["function"]["name"] for t in tools}
+
+
+def test_search_tool_in_the_loop(server, tree, nav):
+    """The model searches (the fallback), reads a hit with get_document and cites it."""
+    doc_id = nav["doc_id"]
+    title = TreeTools(tree).tree.store.get(doc_id).title
+    server.enqueue(tool_use(("s1", "search", {"query": title, "k": 3})),
+                   tool_use(("s2", "search", {"k": 2})),  # no query: an error result, the loop goes on
+                   tool_use(("g1", "get_document", {"doc_id": doc_id})),
+                   text(f"Here [{doc_id}]."))
+    result = ask(server, tree)
+    assert result.answer == f"Here [{doc_id}]." and result.grounded and result.fetched == [doc_id]
+    found = server.requests[1].tool_results[0]
+    rows = found["content"].splitlines()
+    assert 1 <= len(rows) <= 3 and f"`{doc_id}`" in rows[0] and "INDEX.md" in rows[0] and "score" in rows[0]
+    assert not found["is_error"] if server.flavor == "anthropic" else not found["content"].startswith("error")
+    missing = server.requests[2].tool_results[0]
+    assert "'query'" in missing["content"] and missing["content"].startswith("error:")
+    assert [c.tool for c in result.trace] == ["search", "search", "get_document"]
+    assert result.usage["search_calls"] == 2 and result.usage["search_bytes"] > 0
+    for req in server.requests:
+        assert _tool_names(server, req) == TOOL_NAMES
+        assert "search(query, k)" in req.system and "evidence is thin" in req.system
+
+
+def test_route_false_offers_no_search_tool(server, tree, nav):
+    server.enqueue(tool_use(("s1", "search", {"query": "anything"})), text("Nothing found."))
+    result = ask(server, tree, route=False)
+    assert _tool_names(server, server.requests[0]) == {"code_execution", "get_document"}
+    # a model that calls it anyway gets an error result, though the tree has the index
+    assert "unknown tool 'search'" in server.requests[1].tool_results[0]["content"]
+    assert result.answer == "Nothing found." and [c.error for c in result.trace] == [True]
 
 
 def test_citations_checked(server, tree, nav):

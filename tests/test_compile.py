@@ -128,6 +128,23 @@ def test_manifest_contract(compiled):
             "repartition/level_1", "entities", "staged_tree"} <= set(m["stages"])
 
 
+def test_search_index_is_written_beside_the_tree_and_loads(compiled):
+    from c2s_pipeline.layout import SEARCH_INDEX_DIR
+    from c2s_pipeline.search_index import DOCS_FILE, SearchIndex
+
+    folder = compiled.out / SEARCH_INDEX_DIR
+    assert (folder / DOCS_FILE).is_file() and (folder / "vocab.index.json").is_file()
+    index = SearchIndex.load(compiled.out)
+    paths = compiled.manifest["doc_paths"]
+    assert [d["doc_id"] for d in index.docs] == sorted(paths)  # every document, once
+    store = DocumentStore(compiled.out / "documents.sqlite")
+    for row in index.docs[:: max(1, len(index.docs) // 10)]:
+        hits = index.search(store.get(row["doc_id"]).title, k=5)
+        assert hits and row["doc_id"] in [h.doc_id for h in hits]  # a document's title finds it
+        assert all(h.path == paths[h.doc_id] and (compiled.out / h.path).is_file() for h in hits)
+    assert index.search("zzzzqqqq unknownword") == []
+
+
 def test_wixqa_gold_ids_survive(wixqa_tree, wixqa_questions):
     gold = {g for q in wixqa_questions for g in q["gold_ids"]}
     assert gold <= set(wixqa_tree.manifest["doc_paths"])

@@ -118,6 +118,7 @@ def test_qa_file_errors_name_file_line_and_reason(tmp_path):
 def test_methods_parsing():
     assert parse_methods("navigator, BM25,bm25") == ["navigator", "bm25"]
     assert parse_methods("navigator,raptor,agentic") == ["navigator", "raptor", "agentic"]
+    assert parse_methods("navigator,navigator-only,bm25") == ["navigator", "navigator-only", "bm25"]
     with pytest.raises(MethodError, match="unknown method 'colbert'"):
         parse_methods("colbert")
 
@@ -207,6 +208,25 @@ def test_eval_end_to_end_offline_on_wixqa(wixqa_tree, tmp_path):
     second = json.loads((out / "results.json").read_text())
     assert second["setup"]["dense_documents_from_cache"] == second["setup"]["documents"] > 0
     assert second["methods"]["dense"]["recall@5"] == data["methods"]["dense"]["recall@5"]
+
+
+def test_eval_reports_routed_and_navigation_only_side_by_side(wixqa_tree, tmp_path):
+    out = tmp_path / "results"
+    args = ["eval", "--tree", str(wixqa_tree.out), "--qa", str(WIXQA / "qa_dev.jsonl"),
+            "--methods", "navigator,navigator-only,bm25", "--limit", "6", "--out", str(out)]
+    result = CliRunner().invoke(_app(), args)
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "results.json").read_text())
+    assert list(data["methods"]) == ["navigator", "navigator-only", "bm25"]
+    assert all(b["baseline"] == "bm25" for b in data["bootstrap"].values())  # the ablation is no baseline
+    rows = [json.loads(line) for line in (out / "per-query.jsonl").read_text().splitlines()]
+    alone = [r for r in rows if r["method"] == "navigator-only"]
+    routed = [r for r in rows if r["method"] == "navigator"]
+    assert len(alone) == len(routed) == 6
+    assert all(r["usage"]["search_calls"] == 0 and not r["usage"]["routed"] for r in alone)
+    for r in routed:  # searched exactly when its routing confidence was low
+        assert r["usage"]["search_calls"] == int(r["usage"]["routed"])
+    assert "| navigator-only |" in (out / "results.md").read_text()
 
 
 # -- the agentic method, offline ----------------------------------------------------------------

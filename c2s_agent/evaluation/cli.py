@@ -25,7 +25,8 @@ def eval_command(
     tree: Path = typer.Option(..., "--tree", help="compiled tree (the --out of c2s compile)"),
     qa: Path = typer.Option(..., "--qa", help='QA file: JSON lines {"id", "question", "answer"?, "gold_ids"?}'),
     methods: str = typer.Option("navigator,bm25,dense,hybrid,raptor,agentic", "--methods",
-                                help="comma-separated: navigator, bm25, dense, hybrid, raptor, agentic"),
+                                help="comma-separated: navigator (routed: tree + search fallback), "
+                                     "navigator-only (tree only), bm25, dense, hybrid, raptor, agentic"),
     provider: str = typer.Option("offline", "--provider",
                                  help="who answers, for every method: offline (no LLM), anthropic or openai"),
     model: Optional[str] = typer.Option(None, "--model", help="the provider's model (default: claude-sonnet-4-6 / "
@@ -54,7 +55,7 @@ def eval_command(
     from .judge import JUDGES
     from .metrics import QAError, load_qa
     from .report import table, verdict_lines, write_outputs
-    from .runner import NAVIGATOR, MethodError, evaluate, parse_methods
+    from .runner import NAVIGATORS, MethodError, evaluate, parse_methods
 
     try:
         chosen = parse_methods(methods)
@@ -62,7 +63,7 @@ def eval_command(
         _fail(str(e))
     if provider not in providers():
         _fail(f"unknown provider {provider!r}; available: {', '.join(providers())}")
-    others = [m for m in chosen if m != NAVIGATOR]
+    others = [m for m in chosen if m not in NAVIGATORS]
     if others and provider not in PROVIDERS:
         _fail(f"{', '.join(others)} answer with {', '.join(PROVIDERS)}; provider {provider!r} only drives the navigator")
     if provider == "offline" and (model or base_url):

@@ -20,10 +20,12 @@ from .judge import JUDGED, JUDGES
 from .metrics import (QAItem, bootstrap_interval, context_scores, mrr_at, paired_bootstrap, recall_at,
                       token_f1)
 
-NAVIGATOR = "navigator"
+NAVIGATOR = "navigator"  # routed: navigation, plus flat search when its routing confidence is low
+NAVIGATOR_ONLY = "navigator-only"  # the same agent without the search tool
+NAVIGATORS = (NAVIGATOR, NAVIGATOR_ONLY)
 RAPTOR = "raptor"
 AGENTIC = "agentic"
-METHODS = (NAVIGATOR, *BASELINES, RAPTOR, AGENTIC)
+METHODS = (NAVIGATOR, NAVIGATOR_ONLY, *BASELINES, RAPTOR, AGENTIC)
 RETRIEVAL = ("recall@1", "recall@5", "recall@10", "mrr@10", "context_recall", "context_precision")
 QUALITY = ("token_f1", "bertscore", *JUDGED)
 COST = ("turns", "tool_calls", "nav_bytes", "llm_calls", "tokens_in", "tokens_out", "tokens_cached", "cost_usd",
@@ -125,16 +127,16 @@ def evaluate(tree: Tree | str | os.PathLike[str], items: Sequence[QAItem], metho
         raise ValueError("model and base_url are for an LLM provider (anthropic or openai), not offline")
     tree = open_tree(tree)
     setup: dict[str, Any] = {}
-    flat_needed = any(m != NAVIGATOR for m in methods) or judge != "none"
+    flat_needed = any(m not in NAVIGATORS for m in methods) or judge != "none"
     baselines = Baselines(tree, cache_dir) if flat_needed else None
     answerer = judger = None
     try:
         runners: dict[str, Callable[[str], Retrieved]] = {}
         # Every method answers through this one client; a provider registered for the navigator
         # alone (not offline / anthropic / openai) is fine when the navigator is the only method.
-        if provider in PROVIDERS or any(m != NAVIGATOR for m in methods):
+        if provider in PROVIDERS or any(m not in NAVIGATORS for m in methods):
             answerer = Answerer(provider, model=model, base_url=base_url)
-        if any(m != NAVIGATOR for m in methods):
+        if any(m not in NAVIGATORS for m in methods):
             runners = build_methods(methods, baselines, answerer, cache_dir, provider, model, base_url,
                                     max_turns, setup)
         if judge != "none":
@@ -152,9 +154,10 @@ def evaluate(tree: Tree | str | os.PathLike[str], items: Sequence[QAItem], metho
             for method in methods:
                 record: dict[str, Any] = {"id": item.id, "method": method, "question": item.question}
                 try:
-                    if method == NAVIGATOR:
+                    if method in NAVIGATORS:
                         t0 = time.perf_counter()
-                        result = answer(item.question, tree, provider=provider, max_turns=max_turns, **nav_opts)
+                        result = answer(item.question, tree, provider=provider, max_turns=max_turns,
+                                        route=method == NAVIGATOR, **nav_opts)
                         seconds = time.perf_counter() - t0
                         usage = {k: v for k, v in result.usage.items() if k != "seconds"}
                         record.update(answer=result.answer, citations=result.citations,
@@ -271,8 +274,8 @@ def aggregate(records: Sequence[dict]) -> dict:
 
 def compare(records: Sequence[dict], methods: Sequence[str]) -> dict[str, dict]:
     """Navigator vs the best other method (by mean) on each compared metric, over the queries
-    every method was scored on."""
-    baselines = [m for m in methods if m != NAVIGATOR]
+    every method was scored on (navigator-only is the navigator's ablation, not a baseline)."""
+    baselines = [m for m in methods if m not in NAVIGATORS]
     if NAVIGATOR not in methods or not baselines:
         return {}
     by = {(r["id"], r["method"]): r for r in records}

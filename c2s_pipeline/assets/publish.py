@@ -32,6 +32,7 @@ from ..partitions import corpus_partitions
 from ..publish import publish, staging_dir
 from ..render import DocCard, NodeExtras, doc_stub, group_stub, render_node
 from ..resources import EncoderResource, LLMResource, WorkspaceResource
+from ..search_index import write_search_index
 from ..storage import publish_tree
 from ..text import clip, sha256_hex
 from ..tree import Forest, Node, build_forest
@@ -228,6 +229,7 @@ def staged_tree(context: AssetExecutionContext, workspace: WorkspaceResource, ll
         manifest["build"] = {"mode": mode.mode, "reason": mode.reason, **mode.counts(),
                              **({"llm_calls_saved": saved} if saved is not None else {})}
         (staged / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
+        write_search_index(staged)  # the agent's flat fallback: reads the store and manifest just written
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise

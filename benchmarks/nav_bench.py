@@ -1,0 +1,159 @@
+"""Navigation cost and quality of the offline navigator, routed and not, beside flat retrieval.
+
+For one compiled tree and a QA set with gold ids it answers every question with
+
+- ``navigator-only``: the offline navigator, no search tool (``route=False``);
+- ``routed``: the navigator with its routing rule (search results fused when the routing
+  confidence is below ``--route-below``, the navigator's default unless given);
+- ``bm25`` / ``dense`` / ``hybrid``: the flat baselines of ``c2s eval``;
+
+and reports recall@5 with 95% bootstrap intervals, paired bootstraps (routed vs
+navigator-only and vs each flat method; 10,000 resamples, the project's
+:func:`~c2s_agent.evaluation.metrics.paired_bootstrap`), the share of questions routed, and
+nav bytes per query (tool output seen of the tree) against the reference
+``p · ceil(log_p N)`` rows × mean row bytes, with the search tool's bytes beside them.
+
+Routing happens after the descent, so "always search" and "never search" runs give the routed
+result at any threshold exactly; ``--tune`` prints recall@5 over a grid of thresholds. Tune
+on one set and report another::
+
+    .venv/bin/python benchmarks/nav_bench.py --tree /tmp/nav/wix --qa qa_dev.jsonl --tune
+    .venv/bin/python benchmarks/nav_bench.py --tree /tmp/nav/debian --qa debian-questions.jsonl \\
+        --json debian-nav.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+GRID = (0.0, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.01)
+
+
+def row_stats(tree: Path) -> dict:
+    """Rows (sub-group and document lines) of the tree's nav files: count and mean bytes (as
+    serve_bench.py counts them)."""
+    sizes, files = [], 0
+    for path in glob.glob(f"{tree}/skills/**/*.md", recursive=True):
+        if not path.endswith(("SKILL.md", "INDEX.md")):
+            continue
+        files += 1
+        for line in Path(path).read_text(encoding="utf-8").splitlines():
+            if line.startswith(("- [", "- `")):
+                sizes.append(len(line.encode("utf-8")) + 1)
+    return {"nav_files": files, "rows": len(sizes), "mean_row_bytes": sum(sizes) / max(1, len(sizes))}
+
+
+def navigate_all(tree, items, route: bool) -> list[dict]:
+    from c2s_agent import answer
+    from c2s_agent.evaluation.metrics import recall_at
+
+    out = []
+    for i, item in enumerate(items):
+        r = answer(item.question, tree, provider="offline", route=route, route_below=1.01)
+        u = r.usage
+        out.append({"id": item.id, "ranked": r.fetched[:10], "recall@5": recall_at(r.fetched, item.gold_ids, 5),
+                    "nav_bytes": u["nav_bytes"], "search_bytes": u.get("search_bytes", 0),
+                    "scanned_bytes": u["scanned_bytes"], "beam": u.get("beam"), "seconds": u["seconds"],
+                    "confidence": u.get("confidence_routing", 1.0)})
+        if (i + 1) % 20 == 0:
+            print(f"  {'always-routed' if route else 'navigator-only'} {i + 1}/{len(items)}", file=sys.stderr)
+    return out
+
+
+def routed_at(threshold: float, nav: list[dict], always: list[dict]) -> list[dict]:
+    """The routed navigator at ``threshold``: the search-fused run where confidence is below it."""
+    return [a if n["confidence"] < threshold else n for n, a in zip(nav, always)]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tree", type=Path, required=True)
+    ap.add_argument("--qa", type=Path, required=True)
+    ap.add_argument("--limit", type=int)
+    ap.add_argument("--route-below", type=float, help="routing threshold (default: the navigator's)")
+    ap.add_argument("--tune", action="store_true", help="print routed recall@5 over a threshold grid")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+
+    from c2s_agent.evaluation.baselines import Baselines
+    from c2s_agent.evaluation.metrics import bootstrap_interval, load_qa, paired_bootstrap, recall_at
+    from c2s_agent.offline import ROUTE_BELOW
+    from c2s_agent.tree import open_tree
+
+    tree = open_tree(args.tree)
+    items = [i for i in load_qa(args.qa, args.limit) if i.gold_ids]
+    threshold = ROUTE_BELOW if args.route_below is None else args.route_below
+    n_docs = len(tree.store.ids())
+    p = int(tree.manifest.get("parameters", {}).get("p", 10))
+    rows = row_stats(tree.root)
+    depth = max(1, math.ceil(math.log(n_docs, p)))
+    reference = p * depth * rows["mean_row_bytes"]
+
+    start = time.perf_counter()
+    nav = navigate_all(tree, items, route=False)
+    always = navigate_all(tree, items, route=True)
+    flat = Baselines(tree)
+    flat.prepare(("bm25", "dense", "hybrid"))
+    scores = {"navigator-only": [r["recall@5"] for r in nav]}
+    routed = routed_at(threshold, nav, always)
+    scores["routed"] = [r["recall@5"] for r in routed]
+    for method in ("bm25", "dense", "hybrid"):
+        scores[method] = [recall_at([flat.corpus.ids[i] for i in flat.search(method, item.question, 10)],
+                                    item.gold_ids, 5) for item in items]
+    mean = lambda xs: sum(xs) / max(1, len(xs))  # noqa: E731
+    report = {
+        "tree": str(tree.root), "qa": str(args.qa), "questions": len(items), "documents": n_docs, "p": p,
+        "ceil_log_p_N": depth, **rows, "reference_bytes": round(reference), "route_below": threshold,
+        "routed_share": round(mean([n["confidence"] < threshold for n in nav]), 3),
+        "recall@5": {m: {"mean": round(mean(v), 4), "ci95": [round(x, 4) for x in bootstrap_interval(v)]}
+                     for m, v in scores.items()},
+        "paired": {f"routed vs {b}": paired_bootstrap(scores["routed"], scores[b], metric="recall@5",
+                                                     method="routed", baseline=b).to_dict()
+                   for b in ("navigator-only", "bm25", "dense", "hybrid")},
+        "cost": {name: {"nav_bytes_mean": round(mean([r["nav_bytes"] for r in runs])),
+                        "search_bytes_mean": round(mean([r["search_bytes"] for r in runs])),
+                        "scanned_bytes_mean": round(mean([r["scanned_bytes"] for r in runs])),
+                        "nav_bytes_per_reference": round(mean([r["nav_bytes"] for r in runs]) / reference, 2),
+                        "beam_mean": round(mean([r["beam"] or 0 for r in runs]), 2),
+                        "seconds_mean": round(mean([r["seconds"] for r in runs]), 3)}
+                 for name, runs in (("navigator-only", nav), ("routed", routed))},
+        "wall_seconds": round(time.perf_counter() - start, 1),
+    }
+    if args.tune:
+        report["tuning"] = {str(t): round(mean([r["recall@5"] for r in routed_at(t, nav, always)]), 4)
+                            for t in GRID}
+    print(f"{report['documents']} docs, p={p}, ceil(log_p N)={depth}, {rows['nav_files']} nav files, mean row "
+          f"{rows['mean_row_bytes']:.0f} B, reference {report['reference_bytes']:,} B; {len(items)} questions; "
+          f"route below {threshold}: {report['routed_share']:.0%} routed")
+    print("| method | recall@5 | 95% CI |")
+    print("|---|---:|---|")
+    for m, v in report["recall@5"].items():
+        print(f"| {m} | {v['mean']:.3f} | [{v['ci95'][0]:.3f}, {v['ci95'][1]:.3f}] |")
+    print("| pair | Δ recall@5 | 95% CI | p | verdict |")
+    print("|---|---:|---|---:|---|")
+    for pair, b in report["paired"].items():
+        print(f"| {pair} | {b['diff']:+.3f} | [{b['ci_low']:+.3f}, {b['ci_high']:+.3f}] | {b['p_value']:.4f} | "
+              f"{b['verdict']} |")
+    print("| run | nav bytes/query | ×reference | search bytes/query | scanned bytes/query | mean beam | s/query |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, c in report["cost"].items():
+        print(f"| {name} | {c['nav_bytes_mean']:,} | {c['nav_bytes_per_reference']} | {c['search_bytes_mean']:,} | "
+              f"{c['scanned_bytes_mean']:,} | {c['beam_mean']} | {c['seconds_mean']} |")
+    if args.tune:
+        print("tuning (routed recall@5 by threshold): " + ", ".join(f"{t}: {v}" for t, v in report["tuning"].items()))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
