@@ -109,7 +109,7 @@ def main() -> int:
     for method in ("bm25", "dense", "hybrid"):
         scores[method] = [recall_at([flat.corpus.ids[i] for i in flat.search(method, item.question, 10)],
                                     item.gold_ids, 5) for item in items]
-    mean = lambda xs: sum(xs) / max(1, len(xs))  # noqa: E731
+    mean = lambda xs: sum(xs) / max(1, len(xs))
     report = {
         "tree": str(tree.root), "qa": str(args.qa), "questions": len(items), "documents": n_docs, "p": p,
         "ceil_log_p_N": depth, **rows, "reference_bytes": round(reference), "route_below": threshold,
@@ -127,6 +127,10 @@ def main() -> int:
                         "seconds_mean": round(mean([r["seconds"] for r in runs]), 3)}
                  for name, runs in (("navigator-only", nav), ("routed", routed))},
         "wall_seconds": round(time.perf_counter() - start, 1),
+        "per_query": [{"id": item.id, "confidence": n["confidence"], "beam": n["beam"],
+                       "nav_bytes": n["nav_bytes"], **{m: v[i] for m, v in scores.items()},
+                       "always_routed": a["recall@5"]}
+                      for i, (item, n, a) in enumerate(zip(items, nav, always))],
     }
     if args.tune:
         report["tuning"] = {str(t): round(mean([r["recall@5"] for r in routed_at(t, nav, always)]), 4)

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from c2s_pipeline.layout import ENTITY_INDEX_FILE, SKILLS_DIR
+from c2s_pipeline.layout import ENTITY_INDEX_FILE
 
 from .compose import compose_answer
 from .navfile import Card, Group, NavFile, parse_nav_file
@@ -335,7 +335,7 @@ class Navigator:
         margin = 1.0 - (skills[1].score / best if len(skills) > 1 else 0.0)
         self.confidence["first_level"] = conf = self._coverage(skills[0].group.path) * (0.5 + 0.5 * margin)
         if self.fixed_beam is None:
-            self.beam = int(round(BEAM_MAX - (BEAM_MAX - BEAM_MIN) * conf))
+            self.beam = round(BEAM_MAX - (BEAM_MAX - BEAM_MIN) * conf)
 
     def _reach(self, leaves: list[NavFile]) -> float:
         """Share of the question's term weight (terms the tree has) found in the leaves reached."""
