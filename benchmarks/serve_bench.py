@@ -16,6 +16,16 @@ every question with ``c2s_agent.answer(q, tree, provider="offline")`` and report
     .venv/bin/python benchmarks/serve_bench.py                      # WixQA sample
     .venv/bin/python benchmarks/serve_bench.py --large --home /tmp/c2s-serve-home   # + Debian ≥5,000 docs
     .venv/bin/python benchmarks/serve_bench.py --json serve.json --limit 40
+
+With ``--mcp`` it measures ``c2s serve`` instead: one server process over streamable HTTP on
+127.0.0.1, ``--clients`` concurrent MCP clients (the SDK's ``mcp.Client``) each calling the
+``ask`` tool for ``--per-client`` questions, bounded by ``--mcp-seconds``, while the tree is
+republished (by renames, as a compile publishes) ``--republish`` times mid-load. It reports
+latency p50/p95, errors, how long each new tree took to be served, and the server's resident
+memory after warm-up and after the load; the exit status is 1 on any failed call or a tree
+that was never picked up::
+
+    .venv/bin/python benchmarks/serve_bench.py --mcp                  # 50 clients × 10 questions
 """
 
 from __future__ import annotations
@@ -129,6 +139,187 @@ def report(r: dict) -> str:
     ])
 
 
+# -- MCP load (--mcp) ---------------------------------------------------------------------
+
+
+def server_memory(pid: int) -> dict:
+    """Resident memory of a process, MiB (Linux /proc): now and peak."""
+    try:
+        fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    except OSError:
+        return {}
+    def mib(key: str) -> float | None:
+        return round(int(fields[key].split()[0]) / 1024, 1) if key in fields else None
+
+    return {"rss_mib": mib("VmRSS"), "peak_mib": mib("VmHWM")}
+
+
+def republish(out: Path, corpus: str, version: int) -> tuple[str, str]:
+    """Publish a copy of ``out`` with one nav file changed, by renames as a compile does;
+    returns (nav file, the line added to it)."""
+    import shutil
+
+    from c2s_pipeline.publish import publish, staged_path
+
+    stage = staged_path(out)
+    shutil.rmtree(stage, ignore_errors=True)
+    shutil.copytree(out, stage, symlinks=True)
+    nav = min((stage / "skills").glob("*/SKILL.md"))
+    line = f"republished as version {version}"
+    nav.write_text(nav.read_text(encoding="utf-8") + f"\n{line}\n", encoding="utf-8")
+    publish(stage, out, corpus)
+    return nav.relative_to(stage).as_posix(), line
+
+
+def start_server(tree: Path, token: str, ask_concurrency: int | None = None):
+    import re
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, "-m", "c2s_agent.serve", "--tree", str(tree), "--transport", "http",
+                             "--host", "127.0.0.1", "--port", "0"]
+                            + (["--ask-concurrency", str(ask_concurrency)] if ask_concurrency else []), cwd=ROOT, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "C2S_SERVE_TOKEN": token})
+    line = proc.stderr.readline()
+    found = re.search(r"http://127\.0\.0\.1:\d+/mcp", line)
+    if not found:
+        proc.kill()
+        raise RuntimeError(f"c2s serve did not start: {line}{proc.stderr.read()}")
+    return proc, found.group()
+
+
+def mcp_load(name: str, tree: Path, questions: list[dict], *, clients: int = 50, per_client: int = 10,
+             seconds: float = 480.0, republishes: int = 2, ask_concurrency: int | None = None) -> dict:
+    import secrets
+
+    import anyio
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    corpus = json.loads((tree / "manifest.json").read_text())["corpus"]
+    token = secrets.token_urlsafe(16)
+    proc, url = start_server(tree, token, ask_concurrency)
+    planned = clients * per_client
+    latencies: list[float] = []
+    errors: list[str] = []
+    pickups: list[float] = []
+    state = {"done": 0, "started": 0.0}
+
+    def connect():
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+        return http, Client(streamable_http_client(url, http_client=http))
+
+    async def ask(client, question: str) -> None:
+        start = time.perf_counter()
+        try:
+            result = await client.call_tool("ask", {"question": question})
+            problem = (result.content[0].text if result.is_error else
+                       None if (result.structured_content or {}).get("answer") else "empty answer")
+        except Exception as e:  # a failed call is what this measures
+            problem = f"{type(e).__name__}: {e}"
+        latencies.append(time.perf_counter() - start)
+        state["done"] += 1
+        if problem:
+            errors.append(problem[:200])
+
+    async def one_client(i: int) -> None:
+        http, client = connect()
+        try:
+            async with http, client:
+                for j in range(per_client):
+                    await ask(client, questions[(i * per_client + j) % len(questions)]["question"])
+        except Exception as e:  # a connection that could not even be opened
+            errors.append(f"client {i}: {type(e).__name__}: {e}"[:200])
+
+    async def republisher() -> None:
+        http, client = connect()
+        async with http, client:
+            for k in range(1, republishes + 1):
+                while state["done"] < planned * k / (republishes + 1):
+                    await anyio.sleep(0.05)
+                at = state["done"]
+                nav, line = await anyio.to_thread.run_sync(republish, tree, corpus, k + 1)
+                published = time.perf_counter()
+                with anyio.move_on_after(30):
+                    while True:
+                        seen = await client.call_tool("code_execution", {"command": f"tail -n 1 {nav}"})
+                        if not seen.is_error and seen.content[0].text.strip() == line:
+                            pickups.append(time.perf_counter() - published)
+                            break
+                        await anyio.sleep(0.02)
+                log(f"  [{name}] republished version {k + 1} after {at}/{planned} calls")
+
+    async def warm() -> None:
+        # Every distinct question once, at the load's concurrency: the encoder is loaded, the
+        # navigator's embedding memo and the worker threads exist before memory is measured.
+        pending = iter(questions)
+
+        async def worker() -> None:
+            http, client = connect()
+            async with http, client:
+                for q in pending:
+                    await client.call_tool("ask", {"question": q["question"]})
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(min(clients, len(questions))):
+                tg.start_soon(worker)
+
+    async def load() -> bool:
+        with anyio.move_on_after(seconds) as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(republisher)
+                for i in range(clients):
+                    tg.start_soon(one_client, i)
+        return not scope.cancelled_caught
+
+    try:
+        log(f"  [{name}] warming up: {len(questions)} questions ...")
+        warm_start = time.perf_counter()
+        anyio.run(warm)
+        warm_s = time.perf_counter() - warm_start
+        before = server_memory(proc.pid)
+        log(f"  [{name}] {clients} MCP clients × {per_client} questions against {url} ...")
+        start = time.perf_counter()
+        finished = anyio.run(load)
+        wall = time.perf_counter() - start
+        after = server_memory(proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    return {
+        "corpus": name, "clients": clients, "per_client": per_client, "planned_calls": planned,
+        "ask_concurrency": ask_concurrency, "calls": len(latencies), "errors": len(errors),
+        "error_samples": errors[:5],
+        "finished_in_time": finished, "wall_s": round(wall, 1), "warmup_s": round(warm_s, 1),
+        "calls_per_s": round(len(latencies) / wall, 2) if wall else 0.0,
+        "latency_s": {"p50": round(pct(latencies, 0.5), 3), "p95": round(pct(latencies, 0.95), 3),
+                      "max": round(max(latencies, default=0.0), 3)},
+        "republished": republishes, "picked_up": len(pickups),
+        "pickup_s": [round(p, 3) for p in pickups],
+        "server_memory_mib": {"after_warmup": before, "after_load": after},
+    }
+
+
+def mcp_report(r: dict) -> str:
+    lat, mem = r["latency_s"], r["server_memory_mib"]
+
+    def rss(m: dict) -> str:
+        return f"{m.get('rss_mib')} MiB (peak {m.get('peak_mib')})" if m else "n/a"
+
+    lines = [
+        f"== {r['corpus']} over MCP: {r['clients']} clients × {r['per_client']} questions, "
+        f"{r['calls']}/{r['planned_calls']} calls in {r['wall_s']} s ({r['calls_per_s']} calls/s; "
+        f"warm-up {r['warmup_s']} s)"
+        + ("" if r["finished_in_time"] else " — stopped at the time bound"),
+        f"latency        p50 {lat['p50']:.3f} s   p95 {lat['p95']:.3f} s   max {lat['max']:.3f} s",
+        f"errors         {r['errors']}" + "".join(f"\n  {e}" for e in r["error_samples"]),
+        f"republished    {r['republished']} times mid-load, picked up {r['picked_up']} "
+        f"(after {', '.join(f'{p:.2f} s' for p in r['pickup_s']) or '-'})",
+        f"server RSS     after warm-up {rss(mem['after_warmup'])}, after the load {rss(mem['after_load'])}",
+    ]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--home", type=Path, help="c2s home to compile into / reuse (default: a temporary one)")
@@ -136,6 +327,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, help="at most this many questions per corpus")
     ap.add_argument("--p", type=int, default=10, help="branching ratio to compile with")
     ap.add_argument("--json", type=Path, help="write the results here")
+    ap.add_argument("--mcp", action="store_true", help="load-test c2s serve over MCP instead (see above)")
+    ap.add_argument("--clients", type=int, default=50, help="--mcp: concurrent MCP clients")
+    ap.add_argument("--per-client", type=int, default=10, help="--mcp: questions each client asks")
+    ap.add_argument("--mcp-seconds", type=float, default=480.0, help="--mcp: time bound of the load")
+    ap.add_argument("--republish", type=int, default=2, help="--mcp: republishes of the tree mid-load")
+    ap.add_argument("--ask-concurrency", type=int, help="--mcp: the server's --ask-concurrency (default: its own)")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     tmp = None
@@ -143,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         tmp = tempfile.TemporaryDirectory(prefix="c2s-serve-bench-")
         args.home = Path(tmp.name)
     args.home.mkdir(parents=True, exist_ok=True)
-    results = []
+    results, failed = [], False
     try:
         corpora = [("wixqa", WIXQA / "corpus.jsonl", WIXQA / "qa_dev.jsonl")]
         if args.large:
@@ -161,16 +358,22 @@ def main(argv: list[str] | None = None) -> int:
             log(f"  compiled in {seconds:.1f} s")
             questions = [json.loads(line) for line in qfile.read_text().splitlines() if line.strip()]
             questions = questions[: args.limit] if args.limit else questions
-            r = bench(name, tree, questions, args.p)
+            if args.mcp:
+                r = mcp_load(name, tree, questions, clients=args.clients, per_client=args.per_client,
+                             seconds=args.mcp_seconds, republishes=args.republish,
+                             ask_concurrency=args.ask_concurrency)
+                failed = failed or bool(r["errors"]) or r["picked_up"] < r["republished"]
+            else:
+                r = bench(name, tree, questions, args.p)
             r["compile_seconds"] = round(seconds, 1)
             results.append(r)
-            print(report(r), flush=True)
+            print(mcp_report(r) if args.mcp else report(r), flush=True)
     finally:
         if tmp is not None:
             tmp.cleanup()
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
