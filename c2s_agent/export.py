@@ -33,6 +33,7 @@ import yaml
 from c2s_pipeline.docstore import DocumentStore
 from c2s_pipeline.frontmatter import (MAX_DESCRIPTION, MAX_NAME, NAME_RULE, RESERVED_WORDS, clean_description,
                                       parse_frontmatter)
+from c2s_pipeline.publish import swap_in
 from c2s_pipeline.layout import (INDEX_FILE, SECTION_DOCUMENTS, SECTION_EXAMPLES, SECTION_RELATED, SECTION_SEE_ALSO,
                                  SECTION_SUBGROUPS, SKILL_FILE, SKILLS_DIR)
 
@@ -696,7 +697,7 @@ def export_tree(tree: Tree | str | os.PathLike[str], dest: str | os.PathLike[str
             (stage / NOTES_FILE).write_text(
                 "# Export notes\n\nWhat this export of the c2s tree changed to fit Agent Skills clients:\n\n"
                 + "".join(f"- {n}\n" for n in notes), encoding="utf-8")
-        _swap(stage, dest)
+        swap_in(stage, dest)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
@@ -715,17 +716,6 @@ def _check_limits(part: ExportedSkill, max_files: int | None, max_bytes: int | N
     if (max_files is not None and len(part.files) > max_files) or (max_bytes is not None and part.bytes > max_bytes):
         raise ExportError(f"skill folder {part.name} has {len(part.files)} files, {part.bytes:,} bytes: over the "
                           f"limits ({max_files} files, {max_bytes} bytes)")  # a planning bug, never expected
-
-
-def _swap(stage: Path, dest: Path) -> None:
-    if dest.exists():
-        previous = dest.parent / f".{dest.name}.previous-{os.getpid()}"
-        os.replace(dest, previous)
-        os.replace(stage, dest)
-        shutil.rmtree(previous, ignore_errors=True)
-    else:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(stage, dest)
 
 
 # -- command line ----------------------------------------------------------------------------------

@@ -73,10 +73,17 @@ def publish(stage: Path, out: Path, corpus: str) -> None:
         raise
     (stage / MARKER_FILE).write_text(json.dumps({"corpus": corpus, "manifest": MANIFEST_FILE}) + "\n",
                                      encoding="utf-8")
-    if out.exists():
-        previous = out.parent / f".{out.name}.previous-{os.getpid()}"
-        os.replace(out, previous)
-        os.replace(stage, out)
+    swap_in(stage, out)
+
+
+def swap_in(stage: Path, dest: Path) -> None:
+    """Put the folder ``stage`` at ``dest`` by renames: readers see the old folder or the new one."""
+    dest = Path(dest)
+    if dest.exists():
+        previous = dest.parent / f".{dest.name}.previous-{os.getpid()}"
+        os.replace(dest, previous)
+        os.replace(stage, dest)
         shutil.rmtree(previous, ignore_errors=True)
     else:
-        os.replace(stage, out)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(stage, dest)

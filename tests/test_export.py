@@ -13,35 +13,18 @@ from urllib.parse import unquote
 
 import pytest
 import skills_ref
-import typer
-from typer.testing import CliRunner
 
-from c2s_agent.export import (CLAUDE_SKILLS_DIR, DESCRIPTION_BUDGET, EXPORT_FILE, MAX_LINES, NOTES_FILE, export_tree,
-                              register)
+from c2s_agent.export import (CLAUDE_SKILLS_DIR, DESCRIPTION_BUDGET, EXPORT_FILE, MAX_LINES, NOTES_FILE, export_tree)
 from c2s_pipeline.docstore import DocumentStore
 
 from .fakes.trees import documents, write_tree
+from .test_cli import run
 
 AGENTSKILLS = Path(sys.executable).parent / "agentskills"
 LINK = re.compile(r"\[((?:[^\]\\]|\\.)*)\]\(([^)\s]+)\)")
 DOC_ROW = re.compile(r"^- (?:@see )?`([^`]+)` \*\*(.*)$")
 
 
-def cli():
-    app = typer.Typer()
-
-    @app.callback()
-    def _root() -> None:
-        """stand-in for the c2s app"""
-
-    register(app)
-    return app
-
-
-def run(*args: str):
-    result = CliRunner().invoke(cli(), list(args))
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    return result
 
 
 def client_view(skills_root: Path) -> list[dict]:

@@ -8,34 +8,18 @@ import shutil
 from pathlib import Path
 
 import pytest
-import typer
-from typer.testing import CliRunner
 
-from c2s_agent.publish_api import MAX_IN_FLIGHT, default_state_path, publish, register
+from c2s_agent.publish_api import MAX_IN_FLIGHT, default_state_path, publish
 
 from .fakes.skills_api import FakeSkillsAPI
 from .fakes.trees import documents, write_tree
+from .test_cli import run
 from .test_export import broken_links
 
 BIG = documents(450, "big")  # one skill of 450 documents: over 200 files, so split into parts
 SMALL = documents(33, "small")
 
 
-def cli():
-    app = typer.Typer()
-
-    @app.callback()
-    def _root() -> None:
-        """stand-in for the c2s app"""
-
-    register(app)
-    return app
-
-
-def run(*args: str):
-    result = CliRunner().invoke(cli(), list(args))
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    return result
 
 
 def skills_of(drop: tuple[str, ...] = ()) -> dict[str, dict[str, list[str]]]:
