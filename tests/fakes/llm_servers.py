@@ -30,10 +30,12 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable, Union
 
 import pytest
+
+from .loopback import LoopbackServer
 
 # -- what the server records -----------------------------------------------------------------------
 
@@ -182,14 +184,16 @@ class ProtocolError(Exception):
 # -- the server ------------------------------------------------------------------------------------
 
 
-class FakeLLMServer:
+class FakeLLMServer(LoopbackServer):
     """A ThreadingHTTPServer in a background thread on 127.0.0.1 (port 0 = any free port)."""
 
     def __init__(self, flavor: str, *, handler: Callable[[Request], ReplyLike] | None = None, latency: float = 0.0,
                  api_key: str | None = None, cache_min_tokens: int = 0):
         if flavor not in ("anthropic", "openai"):
             raise ValueError(f"unknown flavor {flavor!r}")
+        super().__init__()
         self.flavor = flavor
+        self.thread_name = f"fake-{flavor}"
         self.handler = handler
         self.latency = latency
         self.api_key = api_key  # None: any key is accepted (a key must still be sent)
@@ -202,52 +206,11 @@ class FakeLLMServer:
         self._cached_prefixes: set[str] = set()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     # lifecycle
-    def start(self) -> "FakeLLMServer":
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
-            wbufsize = -1  # headers and body leave in one write
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                server._serve(self)
-
-            def do_GET(self) -> None:  # noqa: N802
-                server._serve(self)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self._httpd = _Server(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self._httpd.block_on_close = False
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name=f"fake-{self.flavor}", daemon=True)
-        self._thread.start()
-        return self
-
     def stop(self) -> None:
         self._stopping.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> "FakeLLMServer":
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        assert self._httpd is not None, "server not started"
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        super().stop()
 
     @property
     def base_url(self) -> str:
@@ -534,10 +497,6 @@ class FakeLLMServer:
                       "total_tokens": prompt + u["output_tokens"],
                       "prompt_tokens_details": {"cached_tokens": u["cache_read_tokens"]}},
         }
-
-
-class _Server(ThreadingHTTPServer):
-    request_queue_size = 256  # the default backlog of 5 drops concurrent connects (a 1 s SYN retry)
 
 
 def _segments(body: dict[str, Any]) -> list[tuple[str, bool]]:

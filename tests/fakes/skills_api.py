@@ -29,12 +29,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email import policy
 from email.parser import BytesParser
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable, Optional
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
+
+from .loopback import LoopbackServer
 
 NAME_RULE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
@@ -94,11 +96,12 @@ class APIError(Exception):
         self.status, self.error_type = status, error_type
 
 
-class FakeSkillsAPI:
+class FakeSkillsAPI(LoopbackServer):
     """A ThreadingHTTPServer in a background thread on 127.0.0.1 (port 0 = any free port)."""
 
     def __init__(self, *, api_key: str | None = None, max_files: int = 200, max_bytes: int = 30_000_000,
                  upload_latency: float = 0.0, page_size: int = 1000):
+        super().__init__()
         self.api_key = api_key  # None: any key is accepted (a key must still be sent)
         self.max_files, self.max_bytes = max_files, max_bytes
         self.upload_latency = upload_latency  # seconds each upload takes (to see uploads overlap)
@@ -110,48 +113,6 @@ class FakeSkillsAPI:
         self.uploads_in_flight = self.max_uploads_in_flight = 0
         self._failures: list[tuple[Callable[[Request], bool], int, str, str]] = []
         self._lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
-
-    # lifecycle
-    def start(self) -> "FakeSkillsAPI":
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
-            wbufsize = -1
-
-            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-                server._serve(self)
-
-            do_POST = do_DELETE = do_GET  # noqa: N815
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self._httpd = _Server(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self._httpd.block_on_close = False
-        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-skills-api",
-                         daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> "FakeSkillsAPI":
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        assert self._httpd is not None, "server not started"
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
     # scripting and inspection
     def fail(self, status: int, error_type: str, message: str = "", *, when: Callable[[Request], bool] | None = None,
@@ -373,10 +334,6 @@ class FakeSkillsAPI:
         skill.versions.append(version)
         skill.updated_at = _now()
         return _version_json(skill, version)
-
-
-class _Server(ThreadingHTTPServer):
-    request_queue_size = 256
 
 
 def _skill_json(s: FakeSkill) -> dict:
