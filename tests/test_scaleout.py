@@ -187,7 +187,7 @@ class Service:
         self.name = name
         self.log_path = logs / f"{name}.log"
         self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen([str(a) for a in args], cwd=ROOT, env=env, stdout=self._log,
+        self.proc = subprocess.Popen([str(a) for a in args], cwd=logs, env=env, stdout=self._log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
 
     def log(self) -> str:
