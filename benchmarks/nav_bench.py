@@ -25,7 +25,6 @@ on one set and report another::
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import math
 import sys
@@ -35,21 +34,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from serve_bench import row_stats  # noqa: E402 - counted as serve_bench counts them
+
 GRID = (0.0, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.01)
-
-
-def row_stats(tree: Path) -> dict:
-    """Rows (sub-group and document lines) of the tree's nav files: count and mean bytes (as
-    serve_bench.py counts them)."""
-    sizes, files = [], 0
-    for path in glob.glob(f"{tree}/skills/**/*.md", recursive=True):
-        if not path.endswith(("SKILL.md", "INDEX.md")):
-            continue
-        files += 1
-        for line in Path(path).read_text(encoding="utf-8").splitlines():
-            if line.startswith(("- [", "- `")):
-                sizes.append(len(line.encode("utf-8")) + 1)
-    return {"nav_files": files, "rows": len(sizes), "mean_row_bytes": sum(sizes) / max(1, len(sizes))}
 
 
 def navigate_all(tree, items, route: bool) -> list[dict]:

@@ -91,6 +91,13 @@ def launch(instance, request=None, *, partition: str | None = None, tags: dict |
                        run_config=request.run_config if request else None, tags=run_tags)
 
 
+def notes(folder: Path, n: int, topic: str, start: int = 0) -> Path:
+    folder.mkdir(exist_ok=True)
+    for i in range(start, start + n):
+        (folder / f"note-{i}.md").write_text(f"# Note {i}\n\nHow {topic} work, case {i}.")
+    return folder
+
+
 def edit(corpus: Path, note: str) -> None:
     doc = sorted(corpus.glob("*.md"))[0]
     time.sleep(0.01)
@@ -163,10 +170,7 @@ def test_a_failed_summary_stage_is_reexecuted_from_failure_with_no_repeated_requ
 
 def test_a_failed_corpus_waits_for_a_change_and_runs_in_flight_block_new_ones(tmp_path, instance):
     workspace = Workspace(tmp_path / "home")
-    source = tmp_path / "small"
-    source.mkdir()
-    for i in range(4):
-        (source / f"note-{i}.md").write_text(f"# Note {i}\n\nHow refunds work, case {i}.")
+    source = notes(tmp_path / "small", 4, "refunds")
     spec = CorpusSpec(name="small", source=str(source), out=str(tmp_path / "trees" / "small"))
     with pytest.raises(CompileError, match="fewer than the branching ratio"):
         compile_corpus(spec, workspace, instance=instance)
@@ -181,8 +185,7 @@ def test_a_failed_corpus_waits_for_a_change_and_runs_in_flight_block_new_ones(tm
     with build_schedule_context(instance=instance, resources=resources(workspace), scheduled_execution_time=NIGHT) as ctx:
         assert isinstance(nightly_recompile(ctx), SkipReason)
 
-    for i in range(4, 12):  # the source changes: the corpus is requested again
-        (source / f"note-{i}.md").write_text(f"# Note {i}\n\nHow invoices work, case {i}.")
+    notes(source, 8, "invoices", start=4)  # the source changes: the corpus is requested again
     runs, _ = sensor_runs()
     assert runs == ["small"]
 
@@ -205,10 +208,7 @@ def test_a_failed_corpus_waits_for_a_change_and_runs_in_flight_block_new_ones(tm
 
 def test_a_second_compile_fails_at_once_and_a_killed_compile_is_failed(tmp_path, instance):
     workspace = Workspace(tmp_path / "home")
-    source = tmp_path / "notes"
-    source.mkdir()
-    for i in range(12):
-        (source / f"note-{i}.md").write_text(f"# Note {i}\n\nHow payouts work, case {i}.")
+    source = notes(tmp_path / "notes", 12, "payouts")
     spec = CorpusSpec(name="notes", source=str(source), out=str(tmp_path / "trees" / "notes"))
     with compile_lock(workspace.home, spec, instance):
         with pytest.raises(CompileError, match="another compile of notes is running"):
