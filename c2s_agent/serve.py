@@ -496,11 +496,14 @@ def http_app(server, *, token: str | None = None, host: str = DEFAULT_HOST):
 
 
 def bind(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> socket.socket:
-    """A listening-ready socket (port 0: any free port; read it back with getsockname)."""
+    """A listening socket (port 0: any free port; read it back with getsockname). It listens at
+    once, so a client that connects as soon as the URL is printed waits in the backlog until the
+    HTTP server accepts, instead of being refused."""
     family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(address)
+    sock.listen(2048)
     return sock
 
 
