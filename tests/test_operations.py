@@ -231,3 +231,20 @@ def test_a_second_compile_fails_at_once_and_a_killed_compile_is_failed(tmp_path,
     decision = compile_decision(workspace.corpus("notes"), workspace.home, instance, S3Resource())
     assert decision.needed, decision.reason
     assert instance.get_run_by_id(dead.run_id).status == DagsterRunStatus.FAILURE
+
+
+def test_a_view_that_cannot_be_written_does_not_fail_the_published_compile(tmp_path, instance):
+    from dagster import AssetKey, AssetRecordsFilter
+
+    workspace = Workspace(tmp_path / "home")
+    spec = CorpusSpec(name="viewless", source=str(notes(tmp_path / "notes", 12, "refunds")),
+                      out=str(tmp_path / "trees" / "viewless"))
+    blocker = workspace.artifacts("viewless") / "view"
+    blocker.write_text("a file where the view folder would go")
+    manifest = compile_corpus(spec, workspace, instance=instance)
+    assert manifest["corpus"] == "viewless" and (Path(spec.out) / "manifest.json").exists()
+    record, = instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=AssetKey("skill_tree"), asset_partitions=["viewless"]), limit=1).records
+    metadata = record.asset_materialization.metadata
+    assert "view" not in metadata and "is a file; choose a folder for the view" in metadata["view_error"].value
+    assert "source_state" in metadata  # the compile counts as done for the sensor and the schedule

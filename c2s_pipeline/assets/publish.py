@@ -276,13 +276,11 @@ def skill_tree(context: AssetExecutionContext, workspace: WorkspaceResource, s3:
     incremental.save_published(
         art, docs, {level: art.final_nodes(level) for level in art.used_levels()}, staged_info["names"],
         staged_info["fingerprint"], mode, art.level_status(1)["cohesion"], staged_info["llm_tasks"])
-    # The tree as people look at it, linked from this materialization in the UI.
-    from c2s_agent.view import build_view
-
-    published = {"view": MetadataValue.path(str(build_view(out, art.root / "view")))}
+    published = {}
     if spec.publish:
         build = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{manifest_digest(out)}"
         published["s3_release"] = MetadataValue.url(publish_tree(s3.get_client(), out, spec.publish, spec.name, build))
+    published.update(_view(context, out, art))
     stats = manifest["stats"]
     preview = "\n".join(f"- **{s['name']}** ({s['documents']} docs): {s['description']}" for s in manifest["skills"])
     return stage.done(
@@ -295,6 +293,19 @@ def skill_tree(context: AssetExecutionContext, workspace: WorkspaceResource, s3:
          "entity_index_entries": stats["entity_index_entries"], "largest_nav_bytes": stats["nav_bytes"]["max"],
          "p95_nav_bytes": stats["nav_bytes"]["p95"], "top_level_skills": MetadataValue.md(preview), **published},
     )
+
+
+def _view(context: AssetExecutionContext, out: Path, art: CorpusArtifacts) -> dict:
+    """The published tree as people look at it (``c2s view``), linked from the materialization.
+    The tree is already serving, so a view that cannot be written is a warning, not a failed run."""
+    from c2s_agent.tree import TreeError
+    from c2s_agent.view import ViewError, build_view
+
+    try:
+        return {"view": MetadataValue.path(str(build_view(out, art.root / "view")))}
+    except (TreeError, ViewError, OSError) as exc:
+        context.log.warning(f"skill_tree: the HTML view of {out} was not written: {exc}")
+        return {"view_error": MetadataValue.text(str(exc))}
 
 
 def entity_index_json(index: dict[str, list[dict]]) -> str:
