@@ -169,9 +169,18 @@ def check_llm(settings: LLMSettings) -> None:
 
 
 def interrupted(result) -> bool:
-    return any(event.event_type == DagsterEventType.STEP_FAILURE and event.step_failure_data.error
-               and event.step_failure_data.error.cls_name == "DagsterExecutionInterruptedError"
-               for event in result.all_events)
+    """Whether a step of the run was stopped by Ctrl-C (Dagster's own error, or the Failure an
+    LLM stage turns it into so that its RetryPolicy does not run it again)."""
+    from .assets._stage import INTERRUPTED
+
+    for event in result.all_events:
+        if event.event_type != DagsterEventType.STEP_FAILURE:
+            continue
+        error, user = event.step_failure_data.error, event.step_failure_data.user_failure_data
+        if (error and error.cls_name == "DagsterExecutionInterruptedError") or (
+                user and INTERRUPTED in (user.metadata or {})):
+            return True
+    return False
 
 
 def failure_message(result) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from functools import cached_property
 from dataclasses import dataclass, field
@@ -10,6 +11,7 @@ from typing import Any
 from dagster import (
     AssetExecutionContext,
     Backoff,
+    DagsterExecutionInterruptedError,
     DataVersion,
     Failure,
     Jitter,
@@ -39,6 +41,20 @@ LLM_RETRY = RetryPolicy(max_retries=3, delay=2, backoff=Backoff.EXPONENTIAL, jit
 
 # Marks a Failure whose description is complete for the user (it names its stage already).
 SELF_DESCRIBED = "c2s/self_described"
+INTERRUPTED = "c2s/interrupted"  # marks the Failure of a step stopped by Ctrl-C
+
+
+def stops_on_interrupt(compute):
+    """Dagster retries an interrupted step under its RetryPolicy; for c2s a Ctrl-C stops the run
+    (everything completed is cached, so a rerun resumes)."""
+    @functools.wraps(compute)
+    def run(*args, **kwargs):
+        try:
+            return compute(*args, **kwargs)
+        except (DagsterExecutionInterruptedError, KeyboardInterrupt) as exc:
+            raise Failure(description="interrupted; rerun to resume", allow_retries=False,
+                          metadata={SELF_DESCRIBED: True, INTERRUPTED: True}) from exc
+    return run
 
 
 @dataclass

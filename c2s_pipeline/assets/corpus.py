@@ -17,7 +17,7 @@ from ..storage import download_prefix, is_s3, s3_fingerprint
 from ..text import sha256_hex
 from ..workspace import CorpusSpec
 from ..publish import OutputError, check_output
-from ._stage import LLM_RETRY, SELF_DESCRIBED, Stage, markdown_table
+from ._stage import LLM_RETRY, SELF_DESCRIBED, Stage, markdown_table, stops_on_interrupt
 from .graph import upstream_of
 
 CARD_TEXT_CHARS = 4000  # what a card prompt sees of a document
@@ -92,6 +92,7 @@ def card_input(doc_id: str, title: str, text: str) -> CardInput:
 
 @asset(partitions_def=corpus_partitions, group_name="ingest", deps=upstream_of("doc_cards"), code_version=CARDS_VERSION,
        pool="llm", retry_policy=LLM_RETRY)
+@stops_on_interrupt
 def doc_cards(context: AssetExecutionContext, workspace: WorkspaceResource, llm: LLMResource):
     """One summary card per document: title, one-line description, ≤4 key phrases. The card is
     embedded with the text and becomes the document's row in INDEX.md."""

@@ -27,7 +27,7 @@ from ..llm.schemas import (
 from ..partitions import corpus_partitions
 from ..resources import EncoderResource, LLMResource, WorkspaceResource
 from ..text import clip
-from ._stage import LLM_RETRY, Stage, markdown_table
+from ._stage import LLM_RETRY, Stage, markdown_table, stops_on_interrupt
 from .graph import clusters_key, repartition_key, summaries_key, upstream_of
 
 LEVEL1_MEMBERS, LEVEL1_CHARS = 15, 600  # level-1 summaries read ≤15 documents × 600 chars
@@ -242,6 +242,7 @@ def _incremental_update(art: CorpusArtifacts, level: int, item_ids: list[str], v
 def build_summaries(level: int) -> AssetsDefinition:
     @asset(key=summaries_key(level), partitions_def=corpus_partitions, group_name="hierarchy",
            deps=upstream_of(summaries_key(level).to_user_string()), code_version=SUMMARIES_VERSION, pool="llm", retry_policy=LLM_RETRY)
+    @stops_on_interrupt
     def _summaries(context: AssetExecutionContext, workspace: WorkspaceResource, llm: LLMResource):
         stage = Stage(f"summaries/level_{level}", context, workspace)
         art = stage.artifacts
@@ -284,6 +285,7 @@ def build_summaries(level: int) -> AssetsDefinition:
 def build_repartition(level: int) -> AssetsDefinition:
     @asset(key=repartition_key(level), partitions_def=corpus_partitions, group_name="hierarchy",
            deps=upstream_of(repartition_key(level).to_user_string()), code_version=REPARTITION_VERSION, pool="llm", retry_policy=LLM_RETRY)
+    @stops_on_interrupt
     def _repartition(context: AssetExecutionContext, workspace: WorkspaceResource, llm: LLMResource):
         """Verify-and-repartition: siblings judged in batches of ≤60 for confusable pairs and mixed
         clusters; each cluster is touched at most once, and touched clusters are re-summarised."""

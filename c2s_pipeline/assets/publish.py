@@ -37,7 +37,7 @@ from ..storage import publish_tree
 from ..text import clip, sha256_hex
 from ..tree import Forest, Node, build_forest
 from ..validate import check_tree
-from ._stage import LLM_RETRY, Stage, markdown_table
+from ._stage import LLM_RETRY, Stage, markdown_table, stops_on_interrupt
 from .corpus import SOURCE_STATE_FILE
 from .graph import upstream_of
 
@@ -72,6 +72,7 @@ def _mentions(entity: str, texts: list[str]) -> int:
 
 @asset(partitions_def=corpus_partitions, group_name="publish", deps=upstream_of("entities"),
        code_version=ENTITIES_VERSION, pool="llm", retry_policy=LLM_RETRY)
+@stops_on_interrupt
 def entities(context: AssetExecutionContext, workspace: WorkspaceResource, llm: LLMResource):
     """≤12 named entities and ≤4 document types per cluster, bottom-up; the top-level skills'
     related skills by entity Jaccard overlap."""
