@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -49,6 +51,24 @@ def _fail(message: str, code: int = 1) -> None:
     # One line, never wrapped; the message may quote file names and titles, so no markup in it.
     console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True, emoji=False)
     raise typer.Exit(code)
+
+
+def _route_library_logs(home: Path) -> None:
+    """Send what libraries log (SQLAlchemy, Dagster's internals, HTTP clients) to
+    ``$DAGSTER_HOME/logs/c2s.log`` instead of the terminal: an interrupt that lands while a database
+    connection closes makes SQLAlchemy log a traceback, and the terminal promises one line.
+    ``C2S_DEBUG=1`` keeps them on stderr too."""
+    root = logging.getLogger()
+    (home / "logs").mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(home / "logs" / "c2s.log", encoding="utf-8", delay=True)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"))
+    root.addHandler(handler)
+    if os.environ.get("C2S_DEBUG"):
+        root.addHandler(logging.StreamHandler())
+    else:  # "Exception ignored in ..." from a destructor the interrupt cut short: same place
+        sys.unraisablehook = lambda unraisable: logging.getLogger("c2s").warning(
+            "%s: %s", unraisable.err_msg or "exception ignored", unraisable.exc_value,
+            exc_info=(unraisable.exc_type, unraisable.exc_value, unraisable.exc_traceback))
 
 
 # Options shared by the commands that write a corpus registration; each left out keeps the
@@ -97,6 +117,7 @@ def compile_command(
     from .compiler import CompileError, CompileInterrupted, compile_corpus
 
     workspace = Workspace()
+    _route_library_logs(workspace.home)
     spec = _spec(workspace, corpus, path, out, _options(locals()))
     if dry_run:
         try:
