@@ -33,7 +33,7 @@ import sys
 import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -42,6 +42,9 @@ from bs4 import BeautifulSoup, NavigableString, Tag
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".cache" / "debian"
 DEFAULT_SOURCES = ("git", "manpages", "postgresql", "python")
+# Development sets leave the Python documentation out on purpose: a language's reference docs
+# are held out for evaluation, so nothing is tuned on them.
+DEV_SOURCES = ("git", "manpages", "postgresql", "cmake")
 MIN_DOC_CHARS = 200  # shorter fragments are navigation crumbs, not documents
 MAX_DOC_CHARS = 6000  # pages longer than this are split into their sections
 TITLE_SEP = " › "
@@ -373,6 +376,10 @@ PYTHON = HtmlFlavor(
     heading=_py_heading,
 )
 
+# -- CMake (Sphinx too; its pages open with a local table of contents)
+
+CMAKE = replace(PYTHON, noise=PYTHON.noise + ("div.contents", "div.topic.contents"))
+
 
 # -- Git (AsciiDoc)
 
@@ -642,6 +649,10 @@ SOURCES: dict[str, Source] = {
                     r"^_|(^|/)(genindex[^/]*|py-modindex|search|contents|index)\.html$"
                     r"|^whatsnew/changelog\.html$"),
         lambda p: parse_html(p, PYTHON)),
+    "cmake": Source(
+        lambda: ["cmake-doc"],
+        _html_files("usr/share/doc/cmake-data/html", r"^_|(^|/)(genindex|search|index)\.html$"),
+        lambda p: parse_html(p, CMAKE)),
 }
 
 
@@ -658,7 +669,10 @@ def _parse_one(job: tuple[str, str, str]) -> list[dict]:
 
 
 def _code_hash() -> str:
-    return hashlib.sha1(Path(__file__).read_bytes()).hexdigest()[:12]
+    """Hash of the parsing code (everything above the assembly section), so changes to
+    assembly or question generation keep the parsed documents cached."""
+    text = Path(__file__).read_text(encoding="utf-8")
+    return hashlib.sha1(text.split("\n# Assembly\n", 1)[0].encode()).hexdigest()[:12]
 
 
 def source_docs(name: str, workers: int | None = None) -> list[dict]:
@@ -716,8 +730,13 @@ def _write_jsonl(path: Path, rows: Iterable[dict]) -> int:
 
 def build_corpus(out: Path, min_docs: int = 5000, limit: int | None = None,
                  sources: Iterable[str] | None = None, questions: Path | None = None,
-                 n_questions: int = 100) -> dict:
+                 n_questions: int = 100, faq_questions: Path | None = None,
+                 faq_page_questions: Path | None = None) -> dict:
     """Write the corpus JSONL to `out` (and optionally questions); return a summary.
+
+    `questions` are known-item questions from titles; `faq_questions` FAQ-style questions from
+    body text with the source section as gold, `faq_page_questions` the same questions with
+    every section of the page as gold.
 
     Raises CorpusError when fewer than `min_docs` documents can be assembled
     (checked before `limit` is applied, so small sampled runs stay possible).
@@ -740,10 +759,17 @@ def build_corpus(out: Path, min_docs: int = 5000, limit: int | None = None,
         raise CorpusError(f"only {len(docs)} documents assembled, need {min_docs}"
                           + (f" ({'; '.join(errors)})" if errors else ""))
     docs = sample(docs, limit)
+    from faq_questions import make_faq_questions, page_level  # a sibling: benchmarks/ is on the path
+
     qs = make_questions(docs, n_questions) if questions else []
+    faq = make_faq_questions(docs, n_questions) if faq_questions or faq_page_questions else []
     size = _write_jsonl(Path(out), ({k: d[k] for k in ("id", "title", "text")} for d in docs))
     if questions:
         _write_jsonl(Path(questions), qs)
+    if faq_questions:
+        _write_jsonl(Path(faq_questions), faq)
+    if faq_page_questions:
+        _write_jsonl(Path(faq_page_questions), page_level(faq))
     return {
         "out": str(out),
         "docs": len(docs),
@@ -751,6 +777,7 @@ def build_corpus(out: Path, min_docs: int = 5000, limit: int | None = None,
         "bytes": size,
         "mb": round(size / 1e6, 2),
         "questions": len(qs),
+        "faq_questions": len(faq),
         "errors": errors,
         "seconds": round(time.time() - start, 2),
     }
@@ -821,12 +848,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sources", default=",".join(DEFAULT_SOURCES),
                     help=f"comma list from {','.join(SOURCES)}")
     ap.add_argument("--questions", type=Path, default=None, help="also write evaluation questions")
+    ap.add_argument("--faq-questions", type=Path, default=None,
+                    help="also write FAQ-style questions from body text (section-level gold)")
+    ap.add_argument("--faq-page-questions", type=Path, default=None,
+                    help="the FAQ questions with page-level gold (every section of the page)")
     ap.add_argument("--n-questions", type=int, default=100)
     args = ap.parse_args(argv)
     try:
         summary = build_corpus(args.out, args.min_docs, args.limit,
                                [s.strip() for s in args.sources.split(",") if s.strip()],
-                               args.questions, args.n_questions)
+                               args.questions, args.n_questions, args.faq_questions,
+                               args.faq_page_questions)
     except CorpusError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -835,6 +867,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'total':12s} {summary['docs']:6d} docs, {summary['mb']} MB -> {summary['out']}")
     if args.questions:
         print(f"questions    {summary['questions']:6d} -> {args.questions}")
+    if args.faq_questions or args.faq_page_questions:
+        print(f"faq          {summary['faq_questions']:6d} -> {args.faq_questions or args.faq_page_questions}")
     print(f"took {summary['seconds']}s")
     return 0
 
