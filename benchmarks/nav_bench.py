@@ -11,7 +11,10 @@ and reports recall@5 with 95% bootstrap intervals, paired bootstraps (routed vs
 navigator-only and vs each flat method; 10,000 resamples, the project's
 :func:`~c2s_agent.evaluation.metrics.paired_bootstrap`), the share of questions routed, and
 nav bytes per query (tool output seen of the tree) against the reference
-``p · ceil(log_p N)`` rows × mean row bytes, with the search tool's bytes beside them.
+``p · ceil(log_p N)`` rows × mean row bytes, with the search tool's bytes beside them, and
+each run's recall@5 as a ratio of the best flat method's (paired bootstrap interval).
+:func:`evaluate` returns that report and :func:`print_report` prints it, for other runners
+(``nav_dev.py``) to call on their own sets.
 
 Routing happens after the descent, so "always search" and "never search" runs give the routed
 result at any threshold exactly; ``--tune`` prints recall@5 over a grid of thresholds. Tune
@@ -61,24 +64,37 @@ def routed_at(threshold: float, nav: list[dict], always: list[dict]) -> list[dic
     return [a if n["confidence"] < threshold else n for n, a in zip(nav, always)]
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tree", type=Path, required=True)
-    ap.add_argument("--qa", type=Path, required=True)
-    ap.add_argument("--limit", type=int)
-    ap.add_argument("--route-below", type=float, help="routing threshold (default: the navigator's)")
-    ap.add_argument("--tune", action="store_true", help="print routed recall@5 over a threshold grid")
-    ap.add_argument("--json", type=Path)
-    args = ap.parse_args()
+FLAT = ("bm25", "dense", "hybrid")
 
+
+def ratio_interval(a: list[float], b: list[float]) -> tuple[float, float]:
+    """Paired percentile bootstrap 95% interval of mean(a) / mean(b): the same resampled
+    questions for both runs, with the project's resample count and seed."""
+    import numpy as np
+    from c2s_agent.evaluation.metrics import ALPHA, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    idx = np.random.default_rng(BOOTSTRAP_SEED).integers(0, len(x), size=(BOOTSTRAP_RESAMPLES, len(x)))
+    den = y[idx].mean(axis=1)
+    ratios = x[idx].mean(axis=1)[den > 0] / den[den > 0]
+    if not len(ratios):
+        return (float("nan"), float("nan"))
+    low, high = np.percentile(ratios, [100 * ALPHA / 2, 100 * (1 - ALPHA / 2)])
+    return (float(low), float(high))
+
+
+def evaluate(tree_path: Path, qa_path: Path, *, limit: int | None = None, route_below: float | None = None,
+             tune: bool = False) -> dict:
+    """Answer every question of ``qa_path`` on the tree at ``tree_path`` with the navigator
+    (alone and routed) and the flat baselines; return the report ``print_report`` prints."""
     from c2s_agent.evaluation.baselines import Baselines
     from c2s_agent.evaluation.metrics import bootstrap_interval, load_qa, paired_bootstrap, recall_at
     from c2s_agent.offline import ROUTE_BELOW
     from c2s_agent.tree import open_tree
 
-    tree = open_tree(args.tree)
-    items = [i for i in load_qa(args.qa, args.limit) if i.gold_ids]
-    threshold = ROUTE_BELOW if args.route_below is None else args.route_below
+    tree = open_tree(tree_path)
+    items = [i for i in load_qa(qa_path, limit) if i.gold_ids]
+    threshold = ROUTE_BELOW if route_below is None else route_below
     n_docs = len(tree.store.ids())
     p = int(tree.manifest.get("parameters", {}).get("p", 10))
     rows = row_stats(tree.root)
@@ -89,23 +105,32 @@ def main() -> int:
     nav = navigate_all(tree, items, route=False)
     always = navigate_all(tree, items, route=True)
     flat = Baselines(tree)
-    flat.prepare(("bm25", "dense", "hybrid"))
+    flat.prepare(FLAT)
     scores = {"navigator-only": [r["recall@5"] for r in nav]}
     routed = routed_at(threshold, nav, always)
     scores["routed"] = [r["recall@5"] for r in routed]
-    for method in ("bm25", "dense", "hybrid"):
+    for method in FLAT:
         scores[method] = [recall_at([flat.corpus.ids[i] for i in flat.search(method, item.question, 10)],
                                     item.gold_ids, 5) for item in items]
     mean = lambda xs: sum(xs) / max(1, len(xs))
+    best_flat = max(FLAT, key=lambda m: mean(scores[m]))  # first of equals, in FLAT's order
+    paired = {f"{run} vs {b}": paired_bootstrap(scores[run], scores[b], metric="recall@5", method=run,
+                                                baseline=b).to_dict()
+              for run, baselines in (("routed", ("navigator-only", *FLAT)), ("navigator-only", FLAT))
+              for b in baselines}
     report = {
-        "tree": str(tree.root), "qa": str(args.qa), "questions": len(items), "documents": n_docs, "p": p,
+        "tree": str(tree.root), "qa": str(qa_path), "questions": len(items), "documents": n_docs, "p": p,
         "ceil_log_p_N": depth, **rows, "reference_bytes": round(reference), "route_below": threshold,
         "routed_share": round(mean([n["confidence"] < threshold for n in nav]), 3),
         "recall@5": {m: {"mean": round(mean(v), 4), "ci95": [round(x, 4) for x in bootstrap_interval(v)]}
                      for m, v in scores.items()},
-        "paired": {f"routed vs {b}": paired_bootstrap(scores["routed"], scores[b], metric="recall@5",
-                                                     method="routed", baseline=b).to_dict()
-                   for b in ("navigator-only", "bm25", "dense", "hybrid")},
+        "paired": paired,
+        "best_flat": best_flat,
+        "ratio_to_best_flat": {
+            run: {"ratio": round(mean(scores[run]) / mean(scores[best_flat]), 4) if mean(scores[best_flat]) else None,
+                  "ci95": [round(x, 4) for x in ratio_interval(scores[run], scores[best_flat])],
+                  "verdict": paired[f"{run} vs {best_flat}"]["verdict"]}
+            for run in ("routed", "navigator-only")},
         "cost": {name: {"nav_bytes_mean": round(mean([r["nav_bytes"] for r in runs])),
                         "search_bytes_mean": round(mean([r["search_bytes"] for r in runs])),
                         "scanned_bytes_mean": round(mean([r["scanned_bytes"] for r in runs])),
@@ -119,12 +144,17 @@ def main() -> int:
                        "always_routed": a["recall@5"]}
                       for i, (item, n, a) in enumerate(zip(items, nav, always))],
     }
-    if args.tune:
+    if tune:
         report["tuning"] = {str(t): round(mean([r["recall@5"] for r in routed_at(t, nav, always)]), 4)
                             for t in GRID}
-    print(f"{report['documents']} docs, p={p}, ceil(log_p N)={depth}, {rows['nav_files']} nav files, mean row "
-          f"{rows['mean_row_bytes']:.0f} B, reference {report['reference_bytes']:,} B; {len(items)} questions; "
-          f"route below {threshold}: {report['routed_share']:.0%} routed")
+    return report
+
+
+def print_report(report: dict) -> None:
+    print(f"{report['documents']} docs, p={report['p']}, ceil(log_p N)={report['ceil_log_p_N']}, "
+          f"{report['nav_files']} nav files, mean row {report['mean_row_bytes']:.0f} B, reference "
+          f"{report['reference_bytes']:,} B; {report['questions']} questions; route below "
+          f"{report['route_below']}: {report['routed_share']:.0%} routed")
     print("| method | recall@5 | 95% CI |")
     print("|---|---:|---|")
     for m, v in report["recall@5"].items():
@@ -139,8 +169,21 @@ def main() -> int:
     for name, c in report["cost"].items():
         print(f"| {name} | {c['nav_bytes_mean']:,} | {c['nav_bytes_per_reference']} | {c['search_bytes_mean']:,} | "
               f"{c['scanned_bytes_mean']:,} | {c['beam_mean']} | {c['seconds_mean']} |")
-    if args.tune:
+    if "tuning" in report:
         print("tuning (routed recall@5 by threshold): " + ", ".join(f"{t}: {v}" for t, v in report["tuning"].items()))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tree", type=Path, required=True)
+    ap.add_argument("--qa", type=Path, required=True)
+    ap.add_argument("--limit", type=int)
+    ap.add_argument("--route-below", type=float, help="routing threshold (default: the navigator's)")
+    ap.add_argument("--tune", action="store_true", help="print routed recall@5 over a threshold grid")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    report = evaluate(args.tree, args.qa, limit=args.limit, route_below=args.route_below, tune=args.tune)
+    print_report(report)
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return 0
