@@ -42,15 +42,23 @@ from serve_bench import row_stats  # noqa: E402 - counted as serve_bench counts 
 GRID = (0.0, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.01)
 
 
+# (tree, question, route) -> (fetched, usage): sets that share a tree and questions but not
+# their gold (section- and page-level gold of the same questions) navigate once.
+_ANSWERS: dict[tuple[str, str, bool], tuple[list[str], dict]] = {}
+
+
 def navigate_all(tree, items, route: bool) -> list[dict]:
     from c2s_agent import answer
     from c2s_agent.evaluation.metrics import recall_at
 
     out = []
     for i, item in enumerate(items):
-        r = answer(item.question, tree, provider="offline", route=route, route_below=1.01)
-        u = r.usage
-        out.append({"id": item.id, "ranked": r.fetched[:10], "recall@5": recall_at(r.fetched, item.gold_ids, 5),
+        key = (str(tree.root), item.question, route)
+        if key not in _ANSWERS:
+            r = answer(item.question, tree, provider="offline", route=route, route_below=1.01)
+            _ANSWERS[key] = (list(r.fetched), dict(r.usage))
+        fetched, u = _ANSWERS[key]
+        out.append({"id": item.id, "ranked": fetched[:10], "recall@5": recall_at(fetched, item.gold_ids, 5),
                     "nav_bytes": u["nav_bytes"], "search_bytes": u.get("search_bytes", 0),
                     "scanned_bytes": u["scanned_bytes"], "beam": u.get("beam"), "seconds": u["seconds"],
                     "confidence": u.get("confidence_routing", 1.0)})
