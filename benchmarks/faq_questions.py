@@ -46,6 +46,8 @@ VAGUE = frozenset("""
 this that these those it its they them their above below following former latter such here
 there so thus likewise similarly otherwise same previous next certain
 """.split())
+# Subjects that point elsewhere for what the sentence is about.
+VAGUE_SUBJECTS = frozenset("remaining other others some both each all any either".split())
 _TOKEN = re.compile(r"[a-z0-9]+(?:[-_.][a-z0-9]+)*")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
 # Clause text a question may keep: words, identifiers and light punctuation, no code.
@@ -59,10 +61,10 @@ PATTERNS: tuple[tuple[str, re.Pattern, str], ...] = (
      "How do I {key}?"),
     ("use-y-to-x", re.compile(r"^Use (?!of\b|this\b|it\b|them\b).{2,80}? to (?P<key>[a-z][^,;:]{8,110})\.$"),
      "How do I {key}?"),
-    ("allows-you-to", re.compile(r"^.{3,100}? (?:allows|lets|enables|permits) (?:you|users|the user) (?:to )?"
+    ("allows-you-to", re.compile(r"^(?P<subject>.{3,100}?) (?:allows|lets|enables|permits) (?:you|users|the user) (?:to )?"
                                  r"(?P<key>[a-z][^,;:]{8,110})\.$"),
      "How can I {key}?"),
-    ("is-used-to", re.compile(r"^.{3,100}? (?:is|are|can be|may be) used to (?P<key>[a-z][^,;:]{8,110})\.$"),
+    ("is-used-to", re.compile(r"^(?P<subject>.{3,100}?) (?:is|are|can be|may be) used to (?P<key>[a-z][^,;:]{8,110})\.$"),
      "What is used to {key}?"),
     ("if-you-want", re.compile(r"^If you (?:want|wish|need|would like) to (?P<key>[a-z][^,;:]{8,110}), .{8,}\.$"),
      "How do I {key}?"),
@@ -124,8 +126,11 @@ def candidates_in(doc: dict) -> Iterable[Candidate]:
                 continue
             key = m.group("key").strip().rstrip(".")
             words = set(tokens(key))
-            if words & VAGUE or " then " in key or not _CLAUSE.fullmatch(key):
+            if words & VAGUE or " then " in key or ". " in key or not _CLAUSE.fullmatch(key):
                 break
+            subject = (m.groupdict().get("subject") or "").split()
+            if subject and subject[0].lower() in VAGUE | VAGUE_SUBJECTS:
+                break  # "This can be used to ...": what is used is said elsewhere
             terms = content_terms(key)
             if len(terms) >= MIN_CONTENT_TERMS:
                 question = template.format(key=re.sub(r"\byour\b", "my", key) if "I " in template else key)

@@ -60,3 +60,9 @@ def test_one_question_per_page_and_page_level_gold():
 def test_selection_is_deterministic_and_respects_n():
     assert make_faq_questions(DOCS, n=10) == make_faq_questions(list(reversed(DOCS)), n=10)
     assert len(make_faq_questions(DOCS, n=2)) == 2
+
+
+def test_a_pronoun_subject_is_vague():
+    docs = FILLER + [{"id": "lib/find.html#top", "title": "find_library",
+                      "text": "This can be used to locate static archives on unixlike hosts."}]
+    assert make_faq_questions(docs, n=5) == []
