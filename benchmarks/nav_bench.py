@@ -8,7 +8,7 @@ For one compiled tree and a QA set with gold ids it answers every question with
 - ``bm25`` / ``dense`` / ``hybrid``: the flat baselines of ``c2s eval``;
 
 and reports recall@5 with 95% bootstrap intervals, paired bootstraps (routed vs
-navigator-only and vs each flat method; 10,000 resamples, the project's
+navigator-only and vs each flat method, navigator-only vs each flat method; 10,000 resamples, the project's
 :func:`~c2s_agent.evaluation.metrics.paired_bootstrap`), the share of questions routed, and
 nav bytes per query (tool output seen of the tree) against the reference
 ``p · ceil(log_p N)`` rows × mean row bytes, with the search tool's bytes beside them, and
