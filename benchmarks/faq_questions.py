@@ -28,8 +28,8 @@ import itertools
 import math
 import re
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 STOPWORDS = frozenset("""
 a about above after again against all also an and any are as at be because been before being
@@ -188,7 +188,6 @@ def make_faq_questions(docs: list[dict], n: int = 100) -> list[dict]:
     ``{"id", "question", "answer", "gold_ids", "page_gold_ids", "pattern"}``; ``answer`` is
     the sentence the question came from."""
     index = TermIndex(docs)
-    by_id = {d["id"]: d for d in docs}
     pages: dict[str, list[str]] = defaultdict(list)
     for d in docs:
         pages[page_of(d["id"])].append(d["id"])
