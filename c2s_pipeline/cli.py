@@ -280,6 +280,8 @@ def print_estimate(estimate: dict, max_cost: float | None = None) -> None:
 
 
 def print_summary(manifest: dict, out: Path) -> None:
+    from .diagnostics import NAVIGABILITY, navigability_warnings, summary_line
+
     stats = manifest["stats"]
     docs, calls, emb = stats["documents"], stats["llm_calls"], stats["embeddings"]
     table = Table(title=f"c2s compile: {manifest['corpus']}", show_header=False, title_justify="left")
@@ -300,6 +302,9 @@ def print_summary(manifest: dict, out: Path) -> None:
                                    f"cache-read + {usage['cache_write_tokens']:,} cache-write + "
                                    f"{usage['output_tokens']:,} output tokens, ${usage['cost_usd']:.4f}")
     table.add_row("embeddings", f"{emb['computed']} computed, {emb['cached']} from cache")
+    navigability = manifest.get(NAVIGABILITY)
+    if navigability:
+        table.add_row("navigability", escape(summary_line(navigability)))
     times = {k: v["seconds"] for k, v in manifest["stages"].items() if v["seconds"] >= 0.01}
     table.add_row("wall time", ", ".join(f"{k} {v:.1f}s" for k, v in times.items()))
     table.add_row("output", escape(str(out)))
@@ -311,6 +316,8 @@ def print_summary(manifest: dict, out: Path) -> None:
     for skill in manifest["skills"]:
         skills.add_row(escape(skill["name"]), str(skill["documents"]), escape(skill["description"]))
     console.print(skills)
+    for warning in navigability_warnings(navigability) if navigability else []:
+        console.print(f"[yellow]warning[/] navigability: {escape(warning)}", highlight=False)
     for check, result in manifest["checks"].items():
         if not result["passed"]:
             console.print(f"[yellow]warning[/] {check}: {escape(result['description'])}", highlight=False)

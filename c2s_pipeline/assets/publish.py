@@ -24,7 +24,9 @@ from dagster_aws.s3 import S3Resource
 
 from .. import __version__, incremental
 from ..artifacts import MAX_LEVELS, CorpusArtifacts, table_version
+from ..diagnostics import NAVIGABILITY, TreeInputs, diagnose, navigability_metadata, soft_members
 from ..docstore import StoredDocument, write_document_store
+from ..encoder import embed_with_cache
 from ..layout import DOCUMENT_STORE_FILE, ENTITY_INDEX_FILE, MANIFEST_FILE
 from ..llm.base import usage_sum
 from ..llm.schemas import Entities, EntitiesInput
@@ -32,7 +34,7 @@ from ..partitions import corpus_partitions
 from ..publish import publish, staging_dir
 from ..render import DocCard, NodeExtras, doc_stub, group_stub, render_node
 from ..resources import EncoderResource, LLMResource, WorkspaceResource
-from ..search_index import write_search_index
+from ..search_index import SearchIndex, write_search_index
 from ..storage import publish_tree
 from ..text import clip, sha256_hex
 from ..tree import Forest, Node, build_forest
@@ -154,7 +156,7 @@ def _texts(art: CorpusArtifacts) -> dict[str, str]:
     return dict(zip(docs["doc_id"], docs["text"]))
 
 
-def _extras(forest: Forest, art: CorpusArtifacts, cards: dict[str, DocCard]) -> dict[str, NodeExtras]:
+def _extras(forest: Forest, art: CorpusArtifacts, cards: dict[str, DocCard], vectors: np.ndarray) -> dict[str, NodeExtras]:
     extras = {n.node_id: NodeExtras() for n in forest.nodes()}
     doc_leaf = {d: n for n in forest.nodes() if n.level == 1 for d in n.members}
     for level in art.used_levels():
@@ -166,7 +168,6 @@ def _extras(forest: Forest, art: CorpusArtifacts, cards: dict[str, DocCard]) -> 
                 extras[runner_up].see_also.append(group_stub(forest.by_id[item]))
     docs = art.read_table("documents.parquet")["doc_id"].to_list()
     row = {d: i for i, d in enumerate(docs)}
-    vectors = art.read_matrix("doc_vectors.npy")
     for node in forest.nodes():
         if node.level > 1:
             ids = node.documents()
@@ -202,14 +203,15 @@ def _check_specs() -> list[AssetCheckSpec]:
 def staged_tree(context: AssetExecutionContext, workspace: WorkspaceResource, llm: LLMResource,
                 encoder: EncoderResource):
     """The rendered forest (SKILL.md / INDEX.md), entity_index.json, the document store and
-    manifest.json, written to a staging folder beside the corpus's output path and checked
-    there. A failed blocking check fails this step, so ``skill_tree`` never publishes the tree."""
+    manifest.json (with the tree's navigability diagnostics), written to a staging folder beside
+    the corpus's output path and checked there. A failed blocking check fails this step, so ``skill_tree`` never publishes the tree."""
     stage = Stage("staged_tree", context, workspace)
     spec, art = stage.corpus, stage.artifacts
     mode = incremental.RunMode.load(art)
     forest = build_forest(art, incremental.previous_names(art) if mode.incremental else None)
     cards = _cards(art)
-    extras = _extras(forest, art, cards)
+    vectors = art.read_matrix("doc_vectors.npy")
+    extras = _extras(forest, art, cards, vectors)
     staged = staging_dir(Path(spec.out))
     try:
         files = {n.nav_file: render_node(n, cards, extras[n.node_id], forest) for n in forest.nodes()}
@@ -231,6 +233,12 @@ def staged_tree(context: AssetExecutionContext, workspace: WorkspaceResource, ll
                              **({"llm_calls_saved": saved} if saved is not None else {})}
         (staged / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
         write_search_index(staged)  # the agent's flat fallback: reads the store and manifest just written
+        # Probed with the search index just written, so the flat side ranks as the agent's search tool.
+        tree = TreeInputs(forest, cards, docs["doc_id"].to_list(), docs["text"].to_list(), vectors,
+                          soft_members(art), SearchIndex.load(staged))
+        _add_navigability(manifest, diagnose(tree, lambda texts: embed_with_cache(
+            encoder.encoder, workspace.workspace.cache, texts, stage.embeddings)), stage)
+        (staged / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise
@@ -250,7 +258,7 @@ def staged_tree(context: AssetExecutionContext, workspace: WorkspaceResource, ll
         {"staged": MetadataValue.path(str(staged)), "build_mode": mode.mode, "build_reason": mode.reason,
          **mode.counts(), **({"llm_calls_saved": saved} if saved is not None else {}),
          "nav_files": stats["nav_files"], "largest_nav_bytes": stats["nav_bytes"]["max"],
-         "p95_nav_bytes": stats["nav_bytes"]["p95"]},
+         "p95_nav_bytes": stats["nav_bytes"]["p95"], **navigability_metadata(manifest[NAVIGABILITY])},
         check_results=[AssetCheckResult(check_name=o.name, passed=o.passed, description=o.description,
                                         metadata=o.metadata, severity=AssetCheckSeverity.WARN if not o.blocking
                                         else AssetCheckSeverity.ERROR) for o in outcomes],
@@ -292,8 +300,18 @@ def skill_tree(context: AssetExecutionContext, workspace: WorkspaceResource, s3:
          "skills": stats["skills"], "levels": stats["levels"],
          "nav_files": stats["nav_files"], "see_stubs": stats["see_stubs"],
          "entity_index_entries": stats["entity_index_entries"], "largest_nav_bytes": stats["nav_bytes"]["max"],
-         "p95_nav_bytes": stats["nav_bytes"]["p95"], "top_level_skills": MetadataValue.md(preview), **published},
+         "p95_nav_bytes": stats["nav_bytes"]["p95"], "top_level_skills": MetadataValue.md(preview),
+         **(navigability_metadata(manifest[NAVIGABILITY]) if NAVIGABILITY in manifest else {}), **published},
     )
+
+
+def _add_navigability(manifest: dict, report: dict, stage: Stage) -> None:
+    """The diagnostics under the manifest's ``navigability`` key, their embeddings in the counts."""
+    manifest[NAVIGABILITY] = report
+    record = manifest["stages"]["staged_tree"]
+    record.update(seconds=round(time.perf_counter() - stage.started, 3), embeddings=stage.embeddings.as_dict())
+    for kind, count in stage.embeddings.as_dict().items():
+        manifest["stats"]["embeddings"][kind] += count
 
 
 def _view(context: AssetExecutionContext, out: Path, art: CorpusArtifacts) -> dict:

@@ -1,0 +1,526 @@
+"""Navigability diagnostics of a compiled tree: whether an agent browsing it is expected to find
+documents as well as flat retrieval would, measured when the tree is compiled.
+
+    tree = TreeInputs(forest, cards, doc_ids, texts, vectors, soft, search)   # or TreeInputs.load(art, out)
+    report = diagnose(tree, embed)        # JSON-ready: manifest.json's "navigability"
+
+What is measured:
+
+* **collapse**: the share of documents under the largest skill and the top two (a few skills
+  holding most documents is how navigation fails on homogeneous corpora);
+* **sibling similarity**: cosine between the embedded nav rows of sibling nodes (rows that read
+  alike cannot be told apart when routing);
+* **cohesion** per level: mean cosine of a node's members to its centroid, beside the same for
+  the whole corpus as a baseline;
+* **path term coverage**: how much of a document's own key terms (its card's title and
+  phrases) appear on the nav rows along its path (skill row, group rows, its leaf's row);
+* **self-retrieval probe**: for a seeded sample of documents, its title and (separately) its
+  lead sentence are posed as questions; a beam descent over the tree scored like the offline
+  navigator (reciprocal-rank fusion of row embedding similarity, BM25 on the row and grep-like
+  counts of the question's terms in the cards below each node; beam 3-10 from the first
+  level's confidence) either reaches the document (a leaf opened lists it) or not. Reached
+  candidates are ranked on document vector, BM25 and card BM25 for navigation's recall@5. The
+  same questions go to the tree's flat BM25 index and to dense retrieval over the document
+  vectors (recall@5).
+
+The verdict compares navigation's recall@5 with the better flat method's on the same questions
+by a paired bootstrap over the sampled documents: "navigation" when the 95% interval of the
+difference lies above zero, "flat" when below, "either" when it straddles zero.
+
+Scoring mirrors ``c2s_agent.offline`` (same term rules, RRF constant, beam bounds) without
+importing it: the compiler and the agent do not import each other.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+
+import numpy as np
+from scipy import sparse
+from scipy.stats import rankdata
+from sklearn.feature_extraction.text import CountVectorizer
+
+from .artifacts import CorpusArtifacts
+from .hierarchy import normalise
+from .render import ROW_DESCRIPTION_CHARS, DocCard, doc_row
+from .search_index import SearchIndex
+from .text import clip, content_tokens, sentences, tokens
+from .tree import Forest, Node
+
+NAVIGABILITY = "navigability"  # the manifest key
+SAMPLE_SIZE = 200  # documents probed
+SEED = 0
+TOP_K = 5  # recall@5, as the benchmarks report
+BOOTSTRAP = 2000
+RRF_K = 10.0  # as the navigator: candidate lists are short, top ranks should count
+BEAM_MIN, BEAM_MAX = 3, 10
+MAX_TERMS = 12  # question terms the navigator greps for
+SENTENCE_CHARS = 240  # a sentence posed as a question is clipped so
+QUESTION_TERMS = 3  # content terms a sentence needs to be a question (a heading repeating the title is not)
+COVERED_SHARE = 0.5  # a document is "covered" when at least this share of its key terms is on its path
+COLLAPSE_SHARE = 0.6  # the largest skill holding this share of the documents is a collapse
+QUESTION_KINDS = ("title", "lead", "body")
+STUB_TITLE_CHARS = 80  # an @see group stub shows its target's title, clipped so
+
+# Question words that carry no topic (the navigator's list), on top of the compiler's stop words.
+QUESTION_WORDS = frozenset(
+    "how what why when where which who whom whose does did do is are was were can could would "
+    "should will shall possible anyone someone something anything please thanks thank hi hello "
+    "help want wanted trying tried try know wondering question questions able unable".split())
+
+
+def stem(token: str) -> str:
+    """The navigator's light stemmer (plurals, -ing/-ed), so terms match as it matches them."""
+    for suffix, keep in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
+        if token.endswith(suffix) and len(token) - len(suffix) >= 4 and not token.endswith("ss"):
+            return token[: -len(suffix)] + keep
+    return token
+
+
+def terms(text: str) -> list[str]:
+    return [stem(t) for t in content_tokens(text) if t not in QUESTION_WORDS]
+
+
+def query_terms(text: str) -> list[str]:
+    return list(dict.fromkeys(terms(text)))
+
+
+Embed = Callable[[Sequence[str]], np.ndarray]  # texts -> L2-normalised rows
+
+
+@dataclass
+class TreeInputs:
+    """What the diagnostics read of a compiled tree; the compile has all of it in memory."""
+
+    forest: Forest
+    cards: dict[str, DocCard]
+    doc_ids: list[str]  # row order of ``vectors``
+    texts: list[str]
+    vectors: np.ndarray  # document vectors, as clustered
+    soft: dict[str, list[str]]  # node id -> items it lists as @see stubs (doc ids in leaves, node ids above)
+    search: SearchIndex  # the tree's flat BM25 index, as the agent's search tool ranks
+
+    @classmethod
+    def load(cls, art: CorpusArtifacts, out) -> TreeInputs:
+        """The inputs of a compiled corpus, from its stage artifacts and its published (or staged) tree."""
+        from .tree import build_forest
+
+        docs = art.read_table("documents.parquet")
+        names = [f.name for f in fields(DocCard)]
+        cards = {r["doc_id"]: DocCard(**{k: r[k] for k in names if k in r})
+                 for r in art.read_table("cards.parquet").iter_rows(named=True)}
+        return cls(build_forest(art), cards, docs["doc_id"].to_list(), docs["text"].to_list(),
+                   art.read_matrix("doc_vectors.npy"), soft_members(art), SearchIndex.load(out))
+
+
+def soft_members(art: CorpusArtifacts) -> dict[str, list[str]]:
+    """Node id -> the items soft assignment lists there as ``@see`` stubs."""
+    soft: dict[str, list[str]] = {}
+    for level in art.used_levels():
+        frame = art.final_placements(level)
+        for item, runner_up in frame.filter(frame["runner_up"].is_not_null()).select("item_id", "runner_up").iter_rows():
+            soft.setdefault(runner_up, []).append(item)
+    return soft
+
+
+def diagnose(tree: TreeInputs, embed: Embed, *, sample: int = SAMPLE_SIZE, seed: int = SEED) -> dict:
+    """Every diagnostic of ``tree`` as a JSON-ready dict (see the module docstring)."""
+    started = time.perf_counter()
+    index = _TreeIndex(tree)
+    questions = _questions(tree, sample, seed)
+    # One embedding batch: every row the descent can score, then every question.
+    vectors = embed(index.row_texts + [q for _, _, q in questions])
+    row_vecs, question_vecs = vectors[: len(index.row_texts)], vectors[len(index.row_texts):]
+    report = {
+        "collapse": collapse(tree.forest),
+        "sibling_similarity": sibling_similarity(tree.forest, index, row_vecs),
+        "cohesion": cohesion(index, tree.vectors),
+        "path_term_coverage": path_term_coverage(tree, index),
+        "probe": _probe(tree, index, questions, row_vecs, question_vecs, seed),
+    }
+    probe = report["probe"]
+    report["navigability_score"] = probe["reach"]["rate"]
+    report["verdict"] = probe["verdict"]
+    report["seconds"] = round(time.perf_counter() - started, 3)
+    return report
+
+
+# -- structure -------------------------------------------------------------------------------------
+
+def collapse(forest: Forest) -> dict:
+    sizes = sorted((len(s.documents()) for s in forest.skills), reverse=True)
+    total = sum(sizes) or 1
+    largest, top2 = sizes[0] / total, sum(sizes[:2]) / total
+    return {"skills": len(sizes), "largest_share": round(largest, 4), "top2_share": round(top2, 4),
+            "collapsed": len(sizes) > 1 and largest >= COLLAPSE_SHARE}
+
+
+class _TreeIndex:
+    """The forest as arrays: nodes in walk order, the rows the navigator scores them by, which
+    documents lie below each node, and term matrices of rows and cards."""
+
+    def __init__(self, tree: TreeInputs):
+        self.nodes: list[Node] = list(tree.forest.nodes())
+        self.at = {n.node_id: i for i, n in enumerate(self.nodes)}
+        self.doc_row = {d: i for i, d in enumerate(tree.doc_ids)}
+        # A node's row as its parent lists it (a skill's: the preloaded name and description)...
+        self.row_texts = [_row_text(n.name, n.description if n.is_skill else clip(n.description, ROW_DESCRIPTION_CHARS))
+                          for n in self.nodes]
+        self.row_of = list(range(len(self.nodes)))  # node -> its primary row
+        self.row_size = [n.size for n in self.nodes]
+        # ... and, for a group softly assigned elsewhere too, its @see stub there.
+        self.stub_rows: dict[str, list[int]] = {}  # parent node id -> stub rows
+        self.row_node: list[int] = list(range(len(self.nodes)))
+        for parent, items in tree.soft.items():
+            for item in items:
+                if item in self.at:
+                    node = self.nodes[self.at[item]]
+                    self.stub_rows.setdefault(parent, []).append(len(self.row_texts))
+                    self.row_texts.append(_row_text(node.name, clip(node.title, STUB_TITLE_CHARS)))
+                    self.row_node.append(self.at[item])
+                    self.row_size.append(0)  # stubs show no count; the navigator takes the mean
+        self.leaf_docs = {n.node_id: list(n.members) + [d for d in tree.soft.get(n.node_id, []) if d in self.doc_row]
+                          for n in self.nodes if n.level == 1}
+        rows, cols = [], []
+        for i, node in enumerate(self.nodes):
+            for d in node.documents():
+                rows.append(i)
+                cols.append(self.doc_row[d])
+        self.below = sparse.csr_matrix((np.ones(len(rows), dtype=np.float32), (rows, cols)),
+                                       shape=(len(self.nodes), len(tree.doc_ids)))
+        self.row_terms = CountVectorizer(analyzer=terms)
+        self.row_counts = self.row_terms.fit_transform(self.row_texts).tocsr()
+        card_lines = [doc_row(tree.cards[d]) for d in tree.doc_ids]
+        # grep -i '\<TERM' over the cards: words starting with the term, case folded
+        self.card_words = CountVectorizer(analyzer=tokens, binary=True)
+        self.card_hits = self.card_words.fit_transform(card_lines).tocsc()
+        self.card_vocab = np.array(self.card_words.get_feature_names_out())
+        self.card_terms = CountVectorizer(analyzer=terms)
+        self.card_counts = self.card_terms.fit_transform(card_lines).tocsr()
+
+    def cards_with(self, term: str) -> np.ndarray:
+        """Which documents' cards hold a word starting with ``term`` (0/1 per document)."""
+        lo, hi = np.searchsorted(self.card_vocab, [term, term + "\uffff"])
+        if lo == hi:
+            return np.zeros(self.card_hits.shape[0], dtype=np.float32)
+        return (np.asarray(self.card_hits[:, lo:hi].sum(axis=1)).ravel() > 0).astype(np.float32)
+
+
+def _row_text(name: str, description: str) -> str:
+    return f"{name.replace('-', ' ')}: {description}"
+
+
+def sibling_similarity(forest: Forest, index: _TreeIndex, row_vecs: np.ndarray) -> dict:
+    """Cosine between the rows of siblings: the skills, and each node's sub-groups."""
+    families = [forest.skills] + [n.children for n in index.nodes if n.level > 1]
+    every, top = [], []
+    for depth, family in enumerate(families):
+        if len(family) < 2:
+            continue
+        block = row_vecs[[index.at[n.node_id] for n in family]]
+        sims = (block @ block.T)[np.triu_indices(len(family), k=1)]
+        every.append(sims)
+        if depth == 0:
+            top = sims
+    if not every:
+        return {"pairs": 0, "mean": None, "max": None, "top_level_mean": None, "top_level_max": None}
+    pairs = np.concatenate(every)
+    return {"pairs": int(len(pairs)), "mean": round(float(pairs.mean()), 4), "max": round(float(pairs.max()), 4),
+            "top_level_mean": round(float(np.mean(top)), 4) if len(top) else None,
+            "top_level_max": round(float(np.max(top)), 4) if len(top) else None}
+
+
+def cohesion(index: _TreeIndex, vectors: np.ndarray) -> dict:
+    """Per level, the mean over nodes of their members' mean cosine to the node centroid; a
+    group's members are its children, each the centroid of its documents."""
+    unit = normalise(vectors)
+    node_vecs = normalise(np.asarray(index.below @ unit))
+    levels: dict[str, float] = {}
+    for level in sorted({n.level for n in index.nodes}):
+        values = []
+        for node in (n for n in index.nodes if n.level == level):
+            members = (unit[[index.doc_row[d] for d in node.members]] if level == 1
+                       else node_vecs[[index.at[c.node_id] for c in node.children]])
+            centre = normalise(members.mean(axis=0, keepdims=True))[0]
+            values.append(float((members @ centre).mean()))
+        levels[f"level_{level}"] = round(float(np.mean(values)), 4)
+    centre = normalise(unit.mean(axis=0, keepdims=True))[0]
+    return {**levels, "corpus": round(float((unit @ centre).mean()), 4)}
+
+
+def path_term_coverage(tree: TreeInputs, index: _TreeIndex) -> dict:
+    """How much of each document's key terms (card title and phrases) its path's rows carry."""
+    path_terms: dict[str, set[str]] = {}
+    for node in index.nodes:
+        if node.level == 1:
+            words, step = set(), node
+            while step is not None:
+                words |= set(terms(index.row_texts[index.at[step.node_id]]))
+                step = step.parent
+            path_terms[node.node_id] = words
+    shares = []
+    for node in index.nodes:
+        if node.level == 1:
+            for d in node.members:
+                card = tree.cards[d]
+                own = set(query_terms(f"{card.title} {' '.join(card.phrases)}"))
+                if own:
+                    shares.append(len(own & path_terms[node.node_id]) / len(own))
+    shares = np.array(shares) if shares else np.zeros(1)
+    return {"documents": round(float((shares >= COVERED_SHARE).mean()), 4), "mean_share": round(float(shares.mean()), 4),
+            "covered_at": COVERED_SHARE}
+
+
+# -- the self-retrieval probe ----------------------------------------------------------------------
+
+def _questions(tree: TreeInputs, sample: int, seed: int) -> list[tuple[int, str, str]]:
+    """(document row, kind, question) for each sampled document: its title, its lead sentence,
+    and one sentence drawn from its body (a detail the cards may not carry)."""
+    rng = np.random.default_rng(seed)
+    picked = sorted(rng.choice(len(tree.doc_ids), size=min(sample, len(tree.doc_ids)), replace=False).tolist())
+    out = []
+    for row in picked:
+        title = tree.cards[tree.doc_ids[row]].title
+        title_terms = set(query_terms(title))
+        if title_terms:
+            out.append((row, "title", title))
+        said = [s for s in sentences(tree.texts[row])
+                if len(words := set(query_terms(s))) >= QUESTION_TERMS and not words <= title_terms]
+        if said:
+            out.append((row, "lead", clip(said[0], SENTENCE_CHARS)))
+        if len(said) > 1:
+            out.append((row, "body", clip(said[int(rng.integers(1, len(said)))], SENTENCE_CHARS)))
+    return out
+
+
+def _bm25(tf: np.ndarray, lengths: np.ndarray, k1: float = 1.2, b: float = 0.75) -> np.ndarray:
+    """BM25 of one query over a small candidate set (rows of ``tf``: candidates, columns:
+    query terms), IDF from the set itself, as the navigator scores rows."""
+    n = tf.shape[0]
+    df = (tf > 0).sum(axis=0)
+    idf = np.where(df > 0, np.log1p((n - df + 0.5) / (df + 0.5)), 0.0)
+    norm = k1 * (1 - b + b * lengths / (lengths.mean() or 1.0))
+    return (idf * tf * (k1 + 1) / (tf + norm[:, None])).sum(axis=1)
+
+
+def _rrf(*signals: np.ndarray) -> np.ndarray:
+    """Reciprocal rank fusion; ties share the better rank."""
+    return sum(1.0 / (RRF_K + rankdata(-s, method="min")) for s in signals)
+
+
+def _columns(vectorizer: CountVectorizer, words: list[str]) -> list[int]:
+    vocab = vectorizer.vocabulary_
+    return [vocab[w] for w in words if w in vocab]
+
+
+class _Descent:
+    """One question's beam descent, scored as the offline navigator scores nodes."""
+
+    def __init__(self, index: _TreeIndex, forest: Forest, question: str, qvec: np.ndarray, row_vecs: np.ndarray):
+        self.index, self.forest, self.qvec, self.row_vecs = index, forest, qvec, row_vecs
+        self.qterms = query_terms(question)[:MAX_TERMS]
+        hits = np.stack([index.cards_with(t) for t in self.qterms], axis=1) if self.qterms else np.zeros((index.below.shape[1], 0))
+        self.counts = np.asarray(index.below @ hits)  # node x term: cards below the node holding the term
+        skills = [index.at[s.node_id] for s in forest.skills]
+        lines = self.counts[skills].sum(axis=0)
+        documents = index.below.shape[1]
+        self.idf = np.where(lines > 0, np.log1p(documents / (1.0 + lines)), 0.0)
+        self.row_cols = _columns(index.row_terms, self.qterms)
+
+    def score(self, rows: list[int]) -> np.ndarray:
+        index = self.index
+        emb = self.row_vecs[rows] @ self.qvec
+        tf = index.row_counts[rows][:, self.row_cols].toarray() if self.row_cols else np.zeros((len(rows), 1))
+        lengths = np.asarray(index.row_counts[rows].sum(axis=1), dtype=float).ravel()
+        lex = _bm25(tf, lengths)
+        sizes = np.array([index.row_size[r] for r in rows], dtype=float)
+        sizes[sizes <= 0] = sizes[sizes > 0].mean() if (sizes > 0).any() else 1.0
+        grep = self.counts[[index.row_node[r] for r in rows]]
+        norm = 1.2 * (0.25 + 0.75 * sizes / sizes.mean())
+        evidence = (self.idf * grep * 2.2 / (grep + norm[:, None])).sum(axis=1)
+        return _rrf(emb, lex, evidence)
+
+    def coverage(self, node: int) -> float:
+        total = self.idf.sum()
+        return float(self.idf[self.counts[node] > 0].sum() / total) if total else 0.0
+
+    def leaves(self) -> tuple[list[str], int]:
+        """The leaves opened (node ids) and the beam width the first level chose."""
+        index = self.index
+        frontier = [index.at[s.node_id] for s in self.forest.skills]
+        opened: set[int] = set()
+        leaves, beam, first = [], BEAM_MAX, True
+        while frontier:
+            scores = self.score(frontier)
+            order = np.argsort(-scores, kind="stable")
+            if first:
+                best = scores[order[0]] or 1.0
+                margin = 1.0 - (scores[order[1]] / best if len(order) > 1 else 0.0)
+                confidence = self.coverage(index.row_node[frontier[order[0]]]) * (0.5 + 0.5 * margin)
+                beam = round(BEAM_MAX - (BEAM_MAX - BEAM_MIN) * confidence)
+                width = max(2, min(beam, len(frontier)))
+                first = False
+            else:
+                width = beam
+            seen = set(frontier)
+            nxt: list[int] = []
+            for r in (frontier[i] for i in order[:width]):
+                node_at = index.row_node[r]
+                if node_at in opened:
+                    continue
+                opened.add(node_at)
+                node = index.nodes[node_at]
+                if node.level == 1:
+                    leaves.append(node.node_id)
+                    continue
+                for row in [index.row_of[index.at[c.node_id]] for c in node.children] + index.stub_rows.get(node.node_id, []):
+                    if row not in seen and index.row_node[row] not in opened:
+                        seen.add(row)
+                        nxt.append(row)
+            frontier = nxt
+        return leaves, beam
+
+
+def _probe(tree: TreeInputs, index: _TreeIndex, questions: list[tuple[int, str, str]], row_vecs: np.ndarray,
+           question_vecs: np.ndarray, seed: int) -> dict:
+    unit = normalise(tree.vectors)
+    search_row = {d["doc_id"]: i for i, d in enumerate(tree.search.docs)}
+    to_search = np.array([search_row[d] for d in tree.doc_ids])  # document row -> search index row
+    reach, nav_hit, bm25_hit, dense_hit, beams = [], [], [], [], []
+    for (row, _, question), qvec in zip(questions, question_vecs):
+        descent = _Descent(index, tree.forest, question, qvec, row_vecs)
+        leaves, beam = descent.leaves()
+        beams.append(beam)
+        candidates = list(dict.fromkeys(index.doc_row[d] for leaf in leaves for d in index.leaf_docs[leaf]))
+        flat = tree.search.scores(question)
+        flat = flat[to_search] if len(flat) else np.zeros(len(tree.doc_ids))
+        reach.append(row in candidates)
+        nav_hit.append(row in _rank(index, descent, candidates, unit @ qvec, flat)[:TOP_K])
+        bm25_top = np.argsort(-flat, kind="stable")[:TOP_K]
+        bm25_hit.append(row in bm25_top[flat[bm25_top] > 0])
+        dense_hit.append(row in np.argsort(-(unit @ qvec), kind="stable")[:TOP_K])
+    if not questions:  # no document has a usable title or sentence: nothing to measure
+        empty = {"rate": None, "low": None, "high": None}
+        return {"documents": 0, "questions": 0, "seed": seed, "beam": {"min": 0, "mean": 0.0, "max": 0},
+                "reach": empty, "navigation_recall_at_5": empty,
+                "flat_recall_at_5": {"bm25": empty, "dense": empty, "best": "bm25"},
+                "navigation_minus_flat": {"mean": None, "low": None, "high": None}, "verdict": "either"}
+    docs = np.array([row for row, _, _ in questions])
+    kinds = np.array([kind for _, kind, _ in questions])
+    rng = np.random.default_rng(seed)
+    groups = _bootstrap_groups(docs, rng)
+    outcomes = {name: np.array(v, dtype=float) for name, v in
+                (("reach", reach), ("navigation", nav_hit), ("bm25", bm25_hit), ("dense", dense_hit))}
+    best_flat = "bm25" if outcomes["bm25"].mean() >= outcomes["dense"].mean() else "dense"
+    difference = _interval(outcomes["navigation"] - outcomes[best_flat], groups, key="mean")
+    verdict = "either"
+    if difference["low"] is not None and difference["low"] > 0:
+        verdict = "navigation"
+    elif difference["high"] is not None and difference["high"] < 0:
+        verdict = "flat"
+    return {
+        "documents": int(len(set(docs.tolist()))), "questions": len(questions), "seed": seed,
+        "beam": {"min": int(min(beams, default=0)), "mean": round(float(np.mean(beams)) if beams else 0.0, 2),
+                 "max": int(max(beams, default=0))},
+        "reach": _interval(outcomes["reach"], groups),
+        "reach_by_question": {k: round(float(outcomes["reach"][kinds == k].mean()), 4)
+                              for k in QUESTION_KINDS if (kinds == k).any()},
+        "navigation_recall_by_question": {k: round(float(outcomes["navigation"][kinds == k].mean()), 4)
+                                          for k in QUESTION_KINDS if (kinds == k).any()},
+        "flat_recall_by_question": {k: round(float(outcomes[best_flat][kinds == k].mean()), 4)
+                                    for k in QUESTION_KINDS if (kinds == k).any()},
+        "navigation_recall_at_5": _interval(outcomes["navigation"], groups),
+        "flat_recall_at_5": {"bm25": _interval(outcomes["bm25"], groups), "dense": _interval(outcomes["dense"], groups),
+                             "best": best_flat},
+        "navigation_minus_flat": difference,
+        "verdict": verdict,
+    }
+
+
+def _rank(index: _TreeIndex, descent: _Descent, candidates: list[int], dense: np.ndarray, flat: np.ndarray) -> list[int]:
+    """The reached documents ranked as the navigator ranks opened leaves: document embedding,
+    BM25 on the document and BM25 on the card, fused."""
+    if not candidates:
+        return []
+    cols = _columns(index.card_terms, descent.qterms)
+    counts = index.card_counts[candidates]
+    tf = counts[:, cols].toarray() if cols else np.zeros((len(candidates), 1))
+    card = _bm25(tf, np.asarray(counts.sum(axis=1), dtype=float).ravel())
+    fused = _rrf(dense[candidates], flat[candidates], card)
+    return [candidates[i] for i in np.argsort(-fused, kind="stable")]
+
+
+def _bootstrap_groups(docs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """BOOTSTRAP resamples of the sampled documents (a document's questions move together), as
+    a (resamples x questions) weight matrix."""
+    unique, which = np.unique(docs, return_inverse=True)
+    draws = rng.integers(0, len(unique), size=(BOOTSTRAP, len(unique)))
+    per_doc = np.zeros((BOOTSTRAP, len(unique)))
+    np.add.at(per_doc, (np.repeat(np.arange(BOOTSTRAP), len(unique)), draws.ravel()), 1.0)
+    return per_doc[:, which]
+
+
+def _interval(values: np.ndarray, weights: np.ndarray, key: str = "rate") -> dict:
+    """Mean with its 95% bootstrap interval."""
+    if not len(values):
+        return {key: None, "low": None, "high": None}
+    means = (weights @ values) / weights.sum(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return {key: round(float(values.mean()), 4), "low": round(float(low), 4), "high": round(float(high), 4)}
+
+
+def summary_line(report: dict) -> str:
+    """One line for the compile summary."""
+    probe = report["probe"]
+    flat = probe["flat_recall_at_5"][probe["flat_recall_at_5"]["best"]]
+    nav = probe["navigation_recall_at_5"]
+
+    def show(v: dict) -> str:
+        return "n/a" if v["rate"] is None else f"{v['rate']:.2f} [{v['low']:.2f}, {v['high']:.2f}]"
+
+    return (f"reach {show(probe['reach'])}, navigation recall@5 {show(nav)}, flat ({probe['flat_recall_at_5']['best']}) "
+            f"recall@5 {show(flat)} on {probe['questions']} questions; expected winner: {report['verdict']}")
+
+
+
+def navigability_metadata(report: dict) -> dict:
+    """The diagnostics as Dagster metadata: the headline numbers, and the whole report."""
+    from dagster import MetadataValue
+
+    probe = report["probe"]
+    flat = probe["flat_recall_at_5"][probe["flat_recall_at_5"]["best"]]
+    numbers = {
+        "navigability_score": probe["reach"]["rate"],
+        "navigation_recall_at_5": probe["navigation_recall_at_5"]["rate"],
+        "flat_recall_at_5": flat["rate"],
+        "largest_skill_share": report["collapse"]["largest_share"],
+        "top2_skill_share": report["collapse"]["top2_share"],
+        "sibling_similarity_mean": report["sibling_similarity"]["mean"],
+        "sibling_similarity_max": report["sibling_similarity"]["max"],
+        "path_term_coverage": report["path_term_coverage"]["documents"],
+        **{f"cohesion_{level}": value for level, value in report["cohesion"].items()},
+    }
+    return {
+        **{name: MetadataValue.float(float(value)) for name, value in numbers.items() if value is not None},
+        "navigability_verdict": MetadataValue.text(report["verdict"]),
+        "navigability_summary": MetadataValue.text(summary_line(report)),
+        NAVIGABILITY: MetadataValue.json(report),
+    }
+
+
+def navigability_warnings(report: dict) -> list[str]:
+    """What the compile summary warns about: navigation not expected to win, a collapsed top level."""
+    warnings = []
+    if report["verdict"] == "flat":
+        probe = report["probe"]
+        best = probe["flat_recall_at_5"]["best"]
+        warnings.append(f"flat retrieval is expected to beat navigating this tree (self-retrieval recall@5: "
+                        f"navigation {probe['navigation_recall_at_5']['rate']:.2f}, {best} "
+                        f"{probe['flat_recall_at_5'][best]['rate']:.2f}); keep the agent's search routing on")
+    top = report["collapse"]
+    if top["collapsed"]:
+        warnings.append(f"the largest of {top['skills']} skills holds {top['largest_share']:.0%} of the documents; "
+                        "routing at the top level separates little")
+    return warnings
