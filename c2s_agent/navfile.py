@@ -34,10 +34,12 @@ class Card:
     one_line: str = ""
     phrases: tuple[str, ...] = ()
     home: str = ""
+    identifiers: tuple[str, ...] = ()  # exact strings from the document's body
 
     @property
     def text(self) -> str:
-        return f"{self.title}. {self.one_line} {'; '.join(self.phrases)}".strip()
+        """What lexical scoring reads of the row: identifiers included, as the row shows them."""
+        return f"{self.title}. {self.one_line} {'; '.join(self.phrases)} {' '.join(self.identifiers)}".strip()
 
 
 @dataclass
@@ -66,6 +68,9 @@ _GROUP_ROW = re.compile(r"^- \[(?P<name>[^\]]+)\]\((?P<link>[^)]+)\)(?: \((?P<n>
                         r"(?: — (?P<desc>.*))?$")
 _DOC_ROW = re.compile(r"^- `(?P<id>[^`]+)` \*\*(?P<title>.*?)\*\*(?: — (?P<rest>.*))?$")
 _PHRASES = re.compile(r"\s*_\((?P<p>[^)]*)\)_\s*$")
+# `` · `pg_dump` `--no-verify` `` after the one-line (rows without identifiers have none).
+_IDENTIFIERS = re.compile(r"\s*·\s*(?P<i>(?:`[^`]+`\s*)+)$")
+_CODE = re.compile(r"`([^`]+)`")
 _SEE_DOC = re.compile(r"^- @see `(?P<id>[^`]+)` \*\*(?P<title>.*?)\*\* → `(?P<path>[^`]+)`")
 _SEE_GROUP = re.compile(r"^- @see \[(?P<name>[^\]]+)\] (?P<title>.*?) → `(?P<path>[^`]+)`")
 _RELATED_ROW = re.compile(r"^- \[(?P<name>[^\]]+)\]\((?P<link>[^)]+)\)(?: — shared: (?P<shared>.*))?$")
@@ -103,11 +108,15 @@ def parse_nav_file(text: str, path: str) -> NavFile:
         elif section == "groups" and (m := _GROUP_ROW.match(line)):
             nav.groups.append(Group(m["name"], _join(folder, m["link"]), _int(m["n"]), m["desc"] or ""))
         elif section in ("cards", "examples") and (m := _DOC_ROW.match(line)):
-            rest, phrases = m["rest"] or "", ()
+            rest, phrases, identifiers = m["rest"] or "", (), ()
             if p := _PHRASES.search(rest):
                 phrases = tuple(x.strip() for x in p["p"].split(";") if x.strip())
                 rest = rest[:p.start()]
-            card = Card(m["id"], m["title"], rest.strip(), phrases, path if section == "cards" else "")
+            if i := _IDENTIFIERS.search(rest):
+                identifiers = tuple(_CODE.findall(i["i"]))
+                rest = rest[:i.start()]
+            card = Card(m["id"], m["title"], rest.strip(), phrases, path if section == "cards" else "",
+                        identifiers)
             (nav.cards if section == "cards" else nav.examples).append(card)
         elif section == "see" and (m := _SEE_DOC.match(line)):
             nav.see_cards.append(Card(m["id"], m["title"], home=m["path"]))

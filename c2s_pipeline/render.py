@@ -2,19 +2,41 @@
 
 Each file: frontmatter, a routing summary, then sub-groups (or document rows), ``@see`` stubs
 for softly-assigned items, example documents, and for skills their related skills.
+
+A document row: ``- `doc_id` **title** — one-line · `identifier` `identifier` _(phrase; phrase)_``.
+Nothing on a row repeats what its title or one-line already say, and a leaf whose rows would
+take its file past ``NAV_FILE_TARGET_BYTES`` renders them leaner (fewer phrases, then a shorter
+one-line, then fewer identifiers), so nav files stay small on large corpora.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from .frontmatter import render_frontmatter
 from .layout import SECTION_DOCUMENTS, SECTION_EXAMPLES, SECTION_RELATED, SECTION_SEE_ALSO, SECTION_SUBGROUPS
-from .text import clip
+from .text import clip, content_tokens
 from .tree import Forest, Node
 
 ROW_DESCRIPTION_CHARS = 120  # keeps nav files near the method's ~2 KB
 ROW_PHRASES = 3
+ROW_IDENTIFIERS = 4
+NAV_FILE_TARGET_BYTES = 3600  # a leaf renders leaner rows past this, to stay under 4 KB
+IDENTIFIERS_MARK = " · "
+
+
+@dataclass(frozen=True)
+class RowStyle:
+    one_line: int  # characters of the one-line shown
+    phrases: int
+    identifiers: int
+
+
+# Richest first; a leaf takes the first whose rows fit. Identifiers go last: they are the exact
+# strings a question types, where phrases and a long one-line mostly echo the title.
+ROW_STYLES = (RowStyle(ROW_DESCRIPTION_CHARS, ROW_PHRASES, ROW_IDENTIFIERS), RowStyle(100, 2, 4),
+              RowStyle(80, 1, 4), RowStyle(64, 0, 4), RowStyle(48, 0, 3), RowStyle(32, 0, 2))
 
 
 @dataclass(frozen=True)
@@ -23,6 +45,7 @@ class DocCard:
     title: str
     one_line: str
     phrases: list[str]
+    identifiers: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -35,9 +58,48 @@ class NodeExtras:
     entities: list[str] = field(default_factory=list)
 
 
-def doc_row(card: DocCard) -> str:
-    phrases = f" _({'; '.join(card.phrases[:ROW_PHRASES])})_" if card.phrases else ""
-    return f"- `{card.doc_id}` **{card.title}** — {clip(card.one_line, ROW_DESCRIPTION_CHARS)}{phrases}"
+def doc_row(card: DocCard, style: RowStyle = ROW_STYLES[0]) -> str:
+    one_line = clip(card.one_line, style.one_line)
+    shown = f"{card.title} {one_line}".lower()
+    identifiers = [i for i in card.identifiers if i.lower() not in shown][:style.identifiers]
+    said = set(content_tokens(" ".join([shown, *identifiers])))
+    # With identifiers on the row, one phrase fewer; a phrase whose words are all said already, none.
+    room = style.phrases - 1 if identifiers else style.phrases
+    phrases = [p for p in card.phrases if not set(content_tokens(p)) <= said][:max(room, 0)]
+    row = f"- `{card.doc_id}` **{card.title}** — {one_line}"
+    if identifiers:
+        row += IDENTIFIERS_MARK + " ".join(f"`{i}`" for i in identifiers)
+    if phrases:
+        row += f" _({'; '.join(phrases)})_"
+    return row
+
+
+def doc_rows(cards: list[DocCard], room: int) -> list[str]:
+    """The richest rows that fit in ``room`` bytes (the leanest when none do)."""
+    for style in ROW_STYLES:
+        rows = [doc_row(card, style) for card in cards]
+        if sum(len(r.encode()) + 1 for r in rows) <= room:
+            break
+    return rows
+
+
+_TOPIC_AREA = re.compile(r"Topic area: (?P<topic>[^\n]*?\.)(?:\s+|$)")
+_KEY_TERMS = re.compile(r"Key terms: (?P<terms>[^.\n]*)\.")
+
+
+def routing_summary(node: Node) -> str:
+    """The node's summary less what its title and description already say: a topic area
+    restating them, and key terms they name."""
+    said_text = f"{node.title} {node.description}".lower()
+    said = set(content_tokens(said_text)) | {"topic", "area"}
+    summary = node.summary
+    if (m := _TOPIC_AREA.match(summary)) and set(content_tokens(m["topic"])) <= said:
+        summary = summary[m.end():]
+    if m := _KEY_TERMS.search(summary):
+        terms = [t for t in (x.strip() for x in m["terms"].split(",")) if t and t.lower() not in said_text]
+        kept = f"Key terms: {', '.join(terms)}." if terms else ""
+        summary = summary[:m.start()] + kept + summary[m.end():]
+    return " ".join(summary.split()) or node.summary
 
 
 def doc_stub(card: DocCard, canonical: str) -> str:
@@ -52,26 +114,29 @@ def render_node(node: Node, cards: dict[str, DocCard], extras: NodeExtras, fores
     metadata = {"level": node.level, "documents": node.size}
     if node.is_skill:
         metadata["skill_path"] = node.dir
-    parts = [render_frontmatter(node.name, node.description, metadata), f"# {node.title}\n", node.summary + "\n"]
+    head = [render_frontmatter(node.name, node.description, metadata), f"# {node.title}\n",
+            routing_summary(node) + "\n"]
     if node.is_skill and extras.entities:
-        parts.append(f"Entities: {', '.join(extras.entities)}\n")
-    if node.level == 1:
-        parts.append(f"{SECTION_DOCUMENTS} ({len(node.members)})\n")
-        parts += [doc_row(cards[d]) for d in node.members]
-    else:
-        parts.append(f"{SECTION_SUBGROUPS} ({len(node.children)})\n")
-        for child in node.children:
-            rel = f"{child.name}/INDEX.md"
-            parts.append(f"- [{child.name}]({rel}) ({child.size} docs) — {clip(child.description, ROW_DESCRIPTION_CHARS)}")
+        head.append(f"Entities: {', '.join(extras.entities)}\n")
+    tail: list[str] = []
     if extras.see_also:
-        parts.append(f"\n{SECTION_SEE_ALSO}\n")
-        parts += extras.see_also
+        tail.append(f"\n{SECTION_SEE_ALSO}\n")
+        tail += extras.see_also
     if extras.examples:
-        parts.append(f"\n{SECTION_EXAMPLES}\n")
-        parts += [f"- `{d}` **{cards[d].title}** — {clip(cards[d].one_line, 120)}" for d in extras.examples]
+        tail.append(f"\n{SECTION_EXAMPLES}\n")
+        tail += [f"- `{d}` **{cards[d].title}** — {clip(cards[d].one_line, 120)}" for d in extras.examples]
     if extras.related:
-        parts.append(f"\n{SECTION_RELATED}\n")
+        tail.append(f"\n{SECTION_RELATED}\n")
         for node_id, shared in extras.related:
             other = forest.by_id[node_id]
-            parts.append(f"- [{other.name}](../{other.name}/SKILL.md) — shared: {', '.join(shared[:5])}")
-    return "\n".join(parts).rstrip() + "\n"
+            tail.append(f"- [{other.name}](../{other.name}/SKILL.md) — shared: {', '.join(shared[:5])}")
+    if node.level == 1:
+        head.append(f"{SECTION_DOCUMENTS} ({len(node.members)})\n")
+        used = len("\n".join(head + tail).encode()) + 1
+        head += doc_rows([cards[d] for d in node.members], NAV_FILE_TARGET_BYTES - used)
+    else:
+        head.append(f"{SECTION_SUBGROUPS} ({len(node.children)})\n")
+        for child in node.children:
+            rel = f"{child.name}/INDEX.md"
+            head.append(f"- [{child.name}]({rel}) ({child.size} docs) — {clip(child.description, ROW_DESCRIPTION_CHARS)}")
+    return "\n".join(head + tail).rstrip() + "\n"

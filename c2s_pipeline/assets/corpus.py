@@ -9,6 +9,7 @@ from dagster_aws.s3 import S3Resource
 
 from ..artifacts import matrix_version, table_version
 from ..encoder import embed_with_cache
+from ..identifiers import by_rarity
 from ..ingest import CorpusError, as_rows, read_corpus, source_fingerprint
 from ..llm.schemas import Card, CardInput
 from ..partitions import corpus_partitions
@@ -22,7 +23,7 @@ from .graph import upstream_of
 
 CARD_TEXT_CHARS = 4000  # what a card prompt sees of a document
 EMBED_TEXT_CHARS = 2000  # document text embedded after its card (the encoder reads ~256 tokens)
-CARDS_VERSION = "doc_cards-1"
+CARDS_VERSION = "doc_cards-2"
 SOURCE_STATE_FILE = "source_state.json"
 
 
@@ -86,16 +87,18 @@ def documents(context: AssetExecutionContext, workspace: WorkspaceResource, s3: 
 
 
 def card_input(doc_id: str, title: str, text: str) -> CardInput:
-    """What a card task reads of a document (also what keys its cache entry)."""
-    return CardInput(doc_id=doc_id, title=title, text=text[:CARD_TEXT_CHARS])
+    """What a card task reads of a document (also what keys its cache entry): its start, and
+    the rest for identifiers only."""
+    return CardInput(doc_id=doc_id, title=title, text=text[:CARD_TEXT_CHARS], tail=text[CARD_TEXT_CHARS:])
 
 
 @asset(partitions_def=corpus_partitions, group_name="ingest", deps=upstream_of("doc_cards"), code_version=CARDS_VERSION,
        pool="llm", retry_policy=LLM_RETRY)
 @stops_on_interrupt
 def doc_cards(context: AssetExecutionContext, workspace: WorkspaceResource, llm: LLMResource):
-    """One summary card per document: title, one-line description, ≤4 key phrases. The card is
-    embedded with the text and becomes the document's row in INDEX.md."""
+    """One summary card per document: title, one-line description, ≤4 key phrases, ≤6
+    identifiers. The card (less its identifiers) is embedded with the text and becomes the
+    document's row in INDEX.md."""
     stage = Stage("doc_cards", context, workspace)
     art = stage.artifacts
     docs = art.read_table("documents.parquet")
@@ -106,11 +109,17 @@ def doc_cards(context: AssetExecutionContext, workspace: WorkspaceResource, llm:
         "title": [c.title for c in cards],
         "one_line": [c.one_line for c in cards],
         "phrases": [c.phrases for c in cards],
-    }, schema={"doc_id": pl.String, "title": pl.String, "one_line": pl.String, "phrases": pl.List(pl.String)})
+        # Rarest in the corpus first, so a row short of room shows the most distinctive.
+        "identifiers": by_rarity([c.identifiers for c in cards]),
+    }, schema={"doc_id": pl.String, "title": pl.String, "one_line": pl.String, "phrases": pl.List(pl.String),
+               "identifiers": pl.List(pl.String)})
     art.write_table("cards.parquet", frame)
+    with_identifiers = sum(1 for c in cards if c.identifiers)
     preview = [{"doc_id": r["doc_id"][:24], "title": r["title"], "one_line": r["one_line"][:80]}
                for r in frame.head(10).iter_rows(named=True)]
-    return stage.done(table_version(frame), {"cards": frame.height, "preview": markdown_table(preview)})
+    return stage.done(table_version(frame), {
+        "cards": frame.height, "preview": markdown_table(preview),
+        "share_with_identifiers": round(with_identifiers / max(frame.height, 1), 4)})
 
 
 def embedding_text(title: str, one_line: str, phrases: list[str], text: str) -> str:

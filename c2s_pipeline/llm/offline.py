@@ -15,6 +15,7 @@ from typing import Callable, Sequence, TypeVar
 from pydantic import BaseModel
 
 from .. import patterns
+from ..identifiers import extract_identifiers
 from ..text import candidate_phrases, class_tfidf, clip, key_phrases, sentences, sha256_hex, slugify
 from .base import OnResult
 from .schemas import (
@@ -30,7 +31,7 @@ from .schemas import (
     RepartitionVerdict,
 )
 
-PROMPT_VERSIONS = {"card": "offline-card-3", "summary": "offline-summary-4", "repartition": "offline-repartition-2", "entities": "offline-entities-2"}
+PROMPT_VERSIONS = {"card": "offline-card-4", "summary": "offline-summary-4", "repartition": "offline-repartition-2", "entities": "offline-entities-2"}
 T = TypeVar("T")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 
@@ -103,8 +104,10 @@ def make_card(item: CardInput) -> Card:
     title = item.title or (heading.group(1) if heading else first_line)
     title = clip(re.sub(r"[*_`]+", "", title), 120) or item.doc_id
     body = _HEADING.sub("", text, count=1) if heading and not item.title else text
-    one_line = _lead_sentence(body, title) or title
-    return Card(title=title, one_line=clip(one_line, 200), phrases=key_phrases(title, body))
+    one_line = clip(_lead_sentence(body, title) or title, 200)
+    # Identifiers come from the whole document: the ones that matter often sit deep in it.
+    identifiers = extract_identifiers(f"{text}\n{item.tail}", exclude=f"{title}\n{one_line}")
+    return Card(title=title, one_line=one_line, phrases=key_phrases(title, body), identifiers=identifiers)
 
 
 def _lead_sentence(body: str, title: str) -> str:

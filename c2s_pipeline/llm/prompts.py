@@ -15,6 +15,7 @@ import json
 
 from pydantic import BaseModel
 
+from ..identifiers import MAX_IDENTIFIERS
 from .schemas import (
     MAX_DOC_TYPES,
     MAX_ENTITIES,
@@ -25,7 +26,7 @@ from .schemas import (
     RepartitionInput,
 )
 
-VERSIONS = {"card": "card-1", "summary": "summary-1", "repartition": "repartition-1", "entities": "entities-1"}
+VERSIONS = {"card": "card-2", "summary": "summary-1", "repartition": "repartition-1", "entities": "entities-1"}
 
 # Output budgets (tokens). The card budget is the method's: ≤250 output tokens.
 MAX_TOKENS = {"card": 250, "summary": 700, "repartition": 2000, "entities": 300}
@@ -40,7 +41,7 @@ directory tree of these cards to decide which documents to open for a user's que
 so a card must say precisely what the document covers and which questions it answers.
 
 Return a JSON object with exactly these keys:
-{{"title": "...", "one_line": "...", "phrases": ["...", "..."]}}
+{{"title": "...", "one_line": "...", "phrases": ["...", "..."], "identifiers": ["...", "..."]}}
 
 - title: the document's own title when the source gives a meaningful one (keep it, cleaned of markup); \
 otherwise a specific title of at most 12 words naming its subject. At most 120 characters.
@@ -50,6 +51,7 @@ settings, error codes, limits). Do not start with "This document" or "This artic
 - phrases: up to {MAX_PHRASES} key phrases, each 1 to 4 words, that a user might type and that set this \
 document apart from similar ones: specific names, settings, error messages, formats. No generic words such as \
 "guide", "help", "overview", "information".
+- identifiers: up to {MAX_IDENTIFIERS} exact strings from the text that a user would copy into a question and that the title does not contain: error codes (E0425, ERR_CONNECTION_REFUSED, SQLSTATE 42P01), function, API and command names (pg_dump, os.path.join(), git rev-parse), options (--no-verify), settings and config keys (max_connections), environment variables (PGDATA), file paths (/etc/fstab). Each as written, without backticks, at most 40 characters, 80 in all; the rarest and most specific first. Never plain English words; [] when the text has none.
 
 Keep product names, identifiers and codes exactly as written in the document. Write in the document's \
 language. State only what the text supports. {_JSON_ONLY}"""

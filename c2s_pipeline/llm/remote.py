@@ -28,6 +28,7 @@ from typing import Any, Coroutine, Sequence, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from . import pricing, prompts
+from ..identifiers import MAX_IDENTIFIERS, cap_identifiers, extract_identifiers
 from ..text import slugify
 from .base import BudgetExceededError, CompileTaskError, OnResult
 from .clients import ChatClient, ChatResult, LLMError, Usage
@@ -307,6 +308,7 @@ def parse_answer(task: str, item: BaseModel, text: str, output: type[Out], lenie
     data = extract_json(text)
     if task == "card":
         data["phrases"] = _clean_list(data.get("phrases"), MAX_PHRASES)
+        data["identifiers"] = _card_identifiers(item, data)  # type: ignore[arg-type]
     elif task == "summary":
         data["key_terms"] = _clean_list(data.get("key_terms"), MAX_KEY_TERMS)
         label = data.get("label") or data.get("title") or ""
@@ -321,6 +323,18 @@ def parse_answer(task: str, item: BaseModel, text: str, output: type[Out], lenie
     if task == "repartition":
         result = _check_ids(item, result, lenient)  # type: ignore[arg-type,assignment]
     return result
+
+
+def _card_identifiers(item: CardInput, data: dict[str, Any]) -> Any:
+    """The model's identifiers, topped up with those extracted from the whole document: the
+    prompt shows only its start, and the one a question names may sit past it."""
+    given = _clean_list(data.get("identifiers"), MAX_IDENTIFIERS * 2)
+    if not isinstance(given, list):
+        return given  # let validation name the problem
+    title = data.get("title") if isinstance(data.get("title"), str) else item.title
+    shown = f"{title}\n{data.get('one_line') if isinstance(data.get('one_line'), str) else ''}"
+    found = extract_identifiers(f"{item.text}\n{item.tail}", exclude=shown)
+    return cap_identifiers([*(str(g) for g in given), *found], exclude=shown)
 
 
 def _clean_list(value: Any, cap: int) -> Any:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, field_validator
 
+from ..identifiers import MAX_IDENTIFIER_CHARS, MAX_IDENTIFIERS, MAX_ONE_IDENTIFIER
+
 MAX_PHRASES = 4
 MAX_ENTITIES = 12
 MAX_DOC_TYPES = 4
@@ -17,12 +19,26 @@ class CardInput(BaseModel):
     doc_id: str
     title: str  # the source's title, may be empty
     text: str  # truncated for the prompt
+    tail: str = ""  # the rest of the document, read only for its identifiers
 
 
 class Card(BaseModel):
     title: str = Field(min_length=1, max_length=200)
     one_line: str = Field(min_length=1, max_length=300)
     phrases: list[str] = Field(default_factory=list, max_length=MAX_PHRASES)
+    # Exact strings from the text (error codes, API names, options, paths) the title does not show.
+    identifiers: list[str] = Field(default_factory=list, max_length=MAX_IDENTIFIERS)
+
+    @field_validator("identifiers")
+    @classmethod
+    def _code_like(cls, identifiers: list[str]) -> list[str]:
+        for identifier in identifiers:
+            if not 1 <= len(identifier) <= MAX_ONE_IDENTIFIER or "`" in identifier or "\n" in identifier:
+                raise ValueError(f"identifier {identifier!r} must be 1-{MAX_ONE_IDENTIFIER} characters on one "
+                                 "line, without backticks")
+        if sum(map(len, identifiers)) > MAX_IDENTIFIER_CHARS:
+            raise ValueError(f"identifiers must total at most {MAX_IDENTIFIER_CHARS} characters")
+        return identifiers
 
     @field_validator("phrases")
     @classmethod
