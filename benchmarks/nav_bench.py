@@ -47,9 +47,21 @@ GRID = (0.0, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.01)
 _ANSWERS: dict[tuple[str, str, bool], tuple[list[str], dict]] = {}
 
 
-def navigate_all(tree, items, route: bool) -> list[dict]:
-    from c2s_agent import answer
+def pages(ids: list[str]) -> list[str]:
+    """Document ids as their pages (the part before ``#``), first appearance kept."""
+    return list(dict.fromkeys(i.split("#", 1)[0] for i in ids))
+
+
+def recall5(ranked: list[str], gold: list[str], page_level: bool = False) -> float:
+    """recall@5 on documents, or with ``page_level`` on pages: a hit when the gold page is
+    among the first five distinct pages (so a page of many sections is one answer, not many)."""
     from c2s_agent.evaluation.metrics import recall_at
+
+    return recall_at(pages(ranked), pages(gold), 5) if page_level else recall_at(ranked, gold, 5)
+
+
+def navigate_all(tree, items, route: bool, page_level: bool = False) -> list[dict]:
+    from c2s_agent import answer
 
     out = []
     for i, item in enumerate(items):
@@ -58,7 +70,7 @@ def navigate_all(tree, items, route: bool) -> list[dict]:
             r = answer(item.question, tree, provider="offline", route=route, route_below=1.01)
             _ANSWERS[key] = (list(r.fetched), dict(r.usage))
         fetched, u = _ANSWERS[key]
-        out.append({"id": item.id, "ranked": fetched[:10], "recall@5": recall_at(fetched, item.gold_ids, 5),
+        out.append({"id": item.id, "ranked": fetched[:10], "recall@5": recall5(fetched, item.gold_ids, page_level),
                     "nav_bytes": u["nav_bytes"], "search_bytes": u.get("search_bytes", 0),
                     "scanned_bytes": u["scanned_bytes"], "beam": u.get("beam"), "seconds": u["seconds"],
                     "confidence": u.get("confidence_routing", 1.0)})
@@ -92,11 +104,12 @@ def ratio_interval(a: list[float], b: list[float]) -> tuple[float, float]:
 
 
 def evaluate(tree_path: Path, qa_path: Path, *, limit: int | None = None, route_below: float | None = None,
-             tune: bool = False) -> dict:
+             tune: bool = False, page_level: bool = False) -> dict:
     """Answer every question of ``qa_path`` on the tree at ``tree_path`` with the navigator
-    (alone and routed) and the flat baselines; return the report ``print_report`` prints."""
+    (alone and routed) and the flat baselines; return the report ``print_report`` prints.
+    ``page_level`` scores pages instead of documents (see :func:`recall5`)."""
     from c2s_agent.evaluation.baselines import Baselines
-    from c2s_agent.evaluation.metrics import bootstrap_interval, load_qa, paired_bootstrap, recall_at
+    from c2s_agent.evaluation.metrics import bootstrap_interval, load_qa, paired_bootstrap
     from c2s_agent.offline import ROUTE_BELOW
     from c2s_agent.tree import open_tree
 
@@ -110,16 +123,17 @@ def evaluate(tree_path: Path, qa_path: Path, *, limit: int | None = None, route_
     reference = p * depth * rows["mean_row_bytes"]
 
     start = time.perf_counter()
-    nav = navigate_all(tree, items, route=False)
-    always = navigate_all(tree, items, route=True)
+    nav = navigate_all(tree, items, route=False, page_level=page_level)
+    always = navigate_all(tree, items, route=True, page_level=page_level)
     flat = Baselines(tree)
     flat.prepare(FLAT)
     scores = {"navigator-only": [r["recall@5"] for r in nav]}
     routed = routed_at(threshold, nav, always)
     scores["routed"] = [r["recall@5"] for r in routed]
     for method in FLAT:
-        scores[method] = [recall_at([flat.corpus.ids[i] for i in flat.search(method, item.question, 10)],
-                                    item.gold_ids, 5) for item in items]
+        depth_k = 30 if page_level else 10  # enough sections for five distinct pages
+        scores[method] = [recall5([flat.corpus.ids[i] for i in flat.search(method, item.question, depth_k)],
+                                  item.gold_ids, page_level) for item in items]
     mean = lambda xs: sum(xs) / max(1, len(xs))
     best_flat = max(FLAT, key=lambda m: mean(scores[m]))  # first of equals, in FLAT's order
     paired = {f"{run} vs {b}": paired_bootstrap(scores[run], scores[b], metric="recall@5", method=run,
@@ -128,6 +142,7 @@ def evaluate(tree_path: Path, qa_path: Path, *, limit: int | None = None, route_
               for b in baselines}
     report = {
         "tree": str(tree.root), "qa": str(qa_path), "questions": len(items), "documents": n_docs, "p": p,
+        "page_level": page_level,
         "ceil_log_p_N": depth, **rows, "reference_bytes": round(reference), "route_below": threshold,
         "routed_share": round(mean([n["confidence"] < threshold for n in nav]), 3),
         "recall@5": {m: {"mean": round(mean(v), 4), "ci95": [round(x, 4) for x in bootstrap_interval(v)]}
@@ -188,9 +203,12 @@ def main() -> int:
     ap.add_argument("--limit", type=int)
     ap.add_argument("--route-below", type=float, help="routing threshold (default: the navigator's)")
     ap.add_argument("--tune", action="store_true", help="print routed recall@5 over a threshold grid")
+    ap.add_argument("--page-level", action="store_true",
+                    help="score pages (ids before '#'), not sections: any section of the gold page is a hit")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    report = evaluate(args.tree, args.qa, limit=args.limit, route_below=args.route_below, tune=args.tune)
+    report = evaluate(args.tree, args.qa, limit=args.limit, route_below=args.route_below, tune=args.tune,
+                      page_level=args.page_level)
     print_report(report)
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

@@ -165,7 +165,7 @@ def main() -> int:
     debian_tree, debian_seconds = compile_tree(files["docs"], "debian-dev", cache, args.recompile)
     sets = [{"name": "debian known-item", "tree": debian_tree, "qa": files["known-item"]},
             {"name": "debian faq", "tree": debian_tree, "qa": files["faq"]},
-            {"name": "debian faq-page", "tree": debian_tree, "qa": files["faq-page"]}]
+            {"name": "debian faq-page", "tree": debian_tree, "qa": files["faq-page"], "page_level": True}]
     compiles = {"debian-dev": debian_seconds}
     if not args.skip_wixqa:
         wix_tree, compiles["wixqa"] = compile_tree(args.wixqa / "corpus.jsonl", "wixqa", cache, args.recompile)
@@ -173,7 +173,7 @@ def main() -> int:
 
     for s in sets:
         log(f"{s['name']}: evaluating {s['qa']}")
-        s["report"] = evaluate(s["tree"], s["qa"], limit=args.limit)
+        s["report"] = evaluate(s["tree"], s["qa"], limit=args.limit, page_level=s.get("page_level", False))
         s["predicted"] = predicted_winner(s["tree"])
         print(f"\n## {s['name']} ({s['qa'].name})")
         print_report(s["report"])
