@@ -56,15 +56,17 @@ def _sha(path: Path) -> str:
     return hashlib.sha1(path.read_bytes()).hexdigest()
 
 
-def compile_tree(corpus: Path, name: str, cache: Path, recompile: bool) -> tuple[Path, float | None]:
-    """``c2s compile`` in a subprocess with its own DAGSTER_HOME; returns the tree and the
-    compile's wall seconds (None when the tree of this exact corpus file was reused)."""
+def compile_tree(corpus: Path, name: str, cache: Path, recompile: bool) -> tuple[Path, float | None, bool]:
+    """``c2s compile`` in a subprocess with its own DAGSTER_HOME; returns the tree, the
+    compile's wall seconds and whether the tree of this exact corpus file was reused (its
+    stamp keeps the corpus hash and the seconds the compile took)."""
     tree = cache / "trees" / name
     stamp = cache / "trees" / f"{name}.source-sha1"
     digest = _sha(corpus)
-    if not recompile and (tree / "manifest.json").exists() and stamp.exists() and stamp.read_text() == digest:
+    recorded = stamp.read_text().split() if stamp.exists() else []
+    if not recompile and (tree / "manifest.json").exists() and recorded[:1] == [digest]:
         log(f"{name}: reusing {tree}")
-        return tree, None
+        return tree, float(recorded[1]) if len(recorded) > 1 else None, True
     home = cache / "home"
     home.mkdir(parents=True, exist_ok=True)
     logfile = cache / f"compile-{name}.log"
@@ -77,9 +79,9 @@ def compile_tree(corpus: Path, name: str, cache: Path, recompile: bool) -> tuple
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"{name}: c2s compile failed (exit {proc.returncode}); see {logfile}")
-    stamp.write_text(digest)
+    stamp.write_text(f"{digest} {seconds:.1f}")
     log(f"{name}: compiled in {seconds:.0f}s")
-    return tree, seconds
+    return tree, seconds, False
 
 
 def predicted_winner(tree: Path) -> str | None:
@@ -162,13 +164,14 @@ def main() -> int:
     log(f"debian dev corpus: {corpus['docs']} docs {corpus['per_source']}, {corpus['questions']} known-item and "
         f"{corpus['faq_questions']} FAQ questions")
 
-    debian_tree, debian_seconds = compile_tree(files["docs"], "debian-dev", cache, args.recompile)
+    debian_tree, *compiled = compile_tree(files["docs"], "debian-dev", cache, args.recompile)
     sets = [{"name": "debian known-item", "tree": debian_tree, "qa": files["known-item"]},
             {"name": "debian faq", "tree": debian_tree, "qa": files["faq"]},
             {"name": "debian faq-page", "tree": debian_tree, "qa": files["faq-page"], "page_level": True}]
-    compiles = {"debian-dev": debian_seconds}
+    compiles = {"debian-dev": dict(zip(("seconds", "reused"), compiled))}
     if not args.skip_wixqa:
-        wix_tree, compiles["wixqa"] = compile_tree(args.wixqa / "corpus.jsonl", "wixqa", cache, args.recompile)
+        wix_tree, *compiled = compile_tree(args.wixqa / "corpus.jsonl", "wixqa", cache, args.recompile)
+        compiles["wixqa"] = dict(zip(("seconds", "reused"), compiled))
         sets.append({"name": "wixqa dev", "tree": wix_tree, "qa": args.wixqa / "qa_dev.jsonl"})
 
     for s in sets:
@@ -179,7 +182,9 @@ def main() -> int:
         print_report(s["report"])
     rows = acceptance_rows(sets)
     print_acceptance(rows)
-    print("compile seconds: " + ", ".join(f"{k} {'reused' if v is None else f'{v:.0f}'}" for k, v in compiles.items()))
+    print("compile seconds: " + ", ".join(
+        f"{k} {'?' if c['seconds'] is None else round(c['seconds'])}{' (reused tree)' if c['reused'] else ''}"
+        for k, c in compiles.items()))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({
