@@ -35,18 +35,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import sparse
-from scipy.stats import rankdata
 from sklearn.feature_extraction.text import CountVectorizer
 
 from .artifacts import CorpusArtifacts
 from .hierarchy import normalise
 from .render import ROW_DESCRIPTION_CHARS, DocCard, doc_row
 from .search_index import SearchIndex
-from .text import clip, content_tokens, sentences, tokens
+from .text import clip, content_tokens, sentences, sha256_hex, tokens
 from .tree import Forest, Node
 
 NAVIGABILITY = "navigability"  # the manifest key
@@ -57,7 +56,7 @@ BOOTSTRAP = 2000
 RRF_K = 10.0  # as the navigator: candidate lists are short, top ranks should count
 BEAM_MIN, BEAM_MAX = 3, 10
 MAX_TERMS = 12  # question terms the navigator greps for
-SENTENCE_CHARS = 240  # a sentence posed as a question is clipped so
+SENTENCE_CHARS = 160  # a sentence posed as a question is clipped so
 QUESTION_TERMS = 3  # content terms a sentence needs to be a question (a heading repeating the title is not)
 COVERED_SHARE = 0.5  # a document is "covered" when at least this share of its key terms is on its path
 COLLAPSE_SHARE = 0.6  # the largest skill holding this share of the documents is a collapse
@@ -105,13 +104,11 @@ class TreeInputs:
     @classmethod
     def load(cls, art: CorpusArtifacts, out) -> TreeInputs:
         """The inputs of a compiled corpus, from its stage artifacts and its published (or staged) tree."""
+        from .assets.publish import _cards  # the cards exactly as the compile rendered them
         from .tree import build_forest
 
         docs = art.read_table("documents.parquet")
-        names = [f.name for f in fields(DocCard)]
-        cards = {r["doc_id"]: DocCard(**{k: r[k] for k in names if k in r})
-                 for r in art.read_table("cards.parquet").iter_rows(named=True)}
-        return cls(build_forest(art), cards, docs["doc_id"].to_list(), docs["text"].to_list(),
+        return cls(build_forest(art), _cards(art), docs["doc_id"].to_list(), docs["text"].to_list(),
                    art.read_matrix("doc_vectors.npy"), soft_members(art), SearchIndex.load(out))
 
 
@@ -168,7 +165,6 @@ class _TreeIndex:
         # A node's row as its parent lists it (a skill's: the preloaded name and description)...
         self.row_texts = [_row_text(n.name, n.description if n.is_skill else clip(n.description, ROW_DESCRIPTION_CHARS))
                           for n in self.nodes]
-        self.row_of = list(range(len(self.nodes)))  # node -> its primary row
         self.row_size = [n.size for n in self.nodes]
         # ... and, for a group softly assigned elsewhere too, its @see stub there.
         self.stub_rows: dict[str, list[int]] = {}  # parent node id -> stub rows
@@ -190,8 +186,10 @@ class _TreeIndex:
                 cols.append(self.doc_row[d])
         self.below = sparse.csr_matrix((np.ones(len(rows), dtype=np.float32), (rows, cols)),
                                        shape=(len(self.nodes), len(tree.doc_ids)))
+        self.row_nodes, self.row_sizes = np.array(self.row_node), np.array(self.row_size, dtype=float)
         self.row_terms = CountVectorizer(analyzer=terms)
         self.row_counts = self.row_terms.fit_transform(self.row_texts).tocsr()
+        self.row_lengths = np.asarray(self.row_counts.sum(axis=1), dtype=float).ravel()
         card_lines = [doc_row(tree.cards[d]) for d in tree.doc_ids]
         # grep -i '\<TERM' over the cards: words starting with the term, case folded
         self.card_words = CountVectorizer(analyzer=tokens, binary=True)
@@ -200,12 +198,14 @@ class _TreeIndex:
         self.card_terms = CountVectorizer(analyzer=terms)
         self.card_counts = self.card_terms.fit_transform(card_lines).tocsr()
 
+        self._cards_with: dict[str, np.ndarray] = {}
+
     def cards_with(self, term: str) -> np.ndarray:
         """Which documents' cards hold a word starting with ``term`` (0/1 per document)."""
-        lo, hi = np.searchsorted(self.card_vocab, [term, term + "\uffff"])
-        if lo == hi:
-            return np.zeros(self.card_hits.shape[0], dtype=np.float32)
-        return (np.asarray(self.card_hits[:, lo:hi].sum(axis=1)).ravel() > 0).astype(np.float32)
+        if term not in self._cards_with:
+            lo, hi = np.searchsorted(self.card_vocab, [term, term + "\uffff"])
+            self._cards_with[term] = (np.asarray(self.card_hits[:, lo:hi].sum(axis=1)).ravel() > 0).astype(np.float32)
+        return self._cards_with[term]
 
 
 def _row_text(name: str, description: str) -> str:
@@ -275,13 +275,19 @@ def path_term_coverage(tree: TreeInputs, index: _TreeIndex) -> dict:
 
 # -- the self-retrieval probe ----------------------------------------------------------------------
 
+def probe_sample(doc_ids: Sequence[str], size: int, seed: int) -> list[int]:
+    """Rows of the documents probed: the ``size`` smallest by a seeded hash of their id, so the
+    sample is fixed for a seed and a recompile after a few edits probes nearly the same
+    documents (their questions' embeddings come from the cache)."""
+    keys = [sha256_hex(f"{seed}:{d}") for d in doc_ids]
+    return sorted(sorted(range(len(doc_ids)), key=keys.__getitem__)[:size])
+
+
 def _questions(tree: TreeInputs, sample: int, seed: int) -> list[tuple[int, str, str]]:
     """(document row, kind, question) for each sampled document: its title, its lead sentence,
     and one sentence drawn from its body (a detail the cards may not carry)."""
-    rng = np.random.default_rng(seed)
-    picked = sorted(rng.choice(len(tree.doc_ids), size=min(sample, len(tree.doc_ids)), replace=False).tolist())
     out = []
-    for row in picked:
+    for row in probe_sample(tree.doc_ids, sample, seed):
         title = tree.cards[tree.doc_ids[row]].title
         title_terms = set(query_terms(title))
         if title_terms:
@@ -290,8 +296,9 @@ def _questions(tree: TreeInputs, sample: int, seed: int) -> list[tuple[int, str,
                 if len(words := set(query_terms(s))) >= QUESTION_TERMS and not words <= title_terms]
         if said:
             out.append((row, "lead", clip(said[0], SENTENCE_CHARS)))
-        if len(said) > 1:
-            out.append((row, "body", clip(said[int(rng.integers(1, len(said)))], SENTENCE_CHARS)))
+        if len(said) > 1:  # which body sentence: seeded by the document, like the sample
+            pick = 1 + int(sha256_hex(f"{seed}:{tree.doc_ids[row]}:body"), 16) % (len(said) - 1)
+            out.append((row, "body", clip(said[pick], SENTENCE_CHARS)))
     return out
 
 
@@ -307,40 +314,49 @@ def _bm25(tf: np.ndarray, lengths: np.ndarray, k1: float = 1.2, b: float = 0.75)
 
 def _rrf(*signals: np.ndarray) -> np.ndarray:
     """Reciprocal rank fusion; ties share the better rank."""
-    return sum(1.0 / (RRF_K + rankdata(-s, method="min")) for s in signals)
+    total = 0.0
+    for scores in signals:
+        ordered = np.sort(-scores)
+        total = total + 1.0 / (RRF_K + 1 + np.searchsorted(ordered, -scores, side="left"))
+    return total
 
 
-def _columns(vectorizer: CountVectorizer, words: list[str]) -> list[int]:
+def _stable_rank(scores: np.ndarray, row: int) -> int:
+    """``row``'s place in a stable descending sort of ``scores`` (ties in row order), as the
+    search tool orders its hits."""
+    mine = scores[row]
+    return int((scores > mine).sum() + (scores[:row] == mine).sum())
+
+
+def _term_columns(vectorizer: CountVectorizer, counts: sparse.csr_matrix, words: list[str]) -> np.ndarray:
+    """Counts of ``words`` in every row of ``counts`` (rows x words, dense)."""
     vocab = vectorizer.vocabulary_
-    return [vocab[w] for w in words if w in vocab]
+    cols = [vocab[w] for w in words if w in vocab]
+    return counts[:, cols].toarray() if cols else np.zeros((counts.shape[0], 1))
 
 
 class _Descent:
     """One question's beam descent, scored as the offline navigator scores nodes."""
 
-    def __init__(self, index: _TreeIndex, forest: Forest, question: str, qvec: np.ndarray, row_vecs: np.ndarray):
-        self.index, self.forest, self.qvec, self.row_vecs = index, forest, qvec, row_vecs
+    def __init__(self, index: _TreeIndex, forest: Forest, question: str, row_sims: np.ndarray):
+        self.index, self.forest, self.row_sims = index, forest, row_sims
         self.qterms = query_terms(question)[:MAX_TERMS]
-        hits = np.stack([index.cards_with(t) for t in self.qterms], axis=1) if self.qterms else np.zeros((index.below.shape[1], 0))
+        hits = (np.stack([index.cards_with(t) for t in self.qterms], axis=1) if self.qterms
+                else np.zeros((index.below.shape[1], 0), dtype=np.float32))
         self.counts = np.asarray(index.below @ hits)  # node x term: cards below the node holding the term
-        skills = [index.at[s.node_id] for s in forest.skills]
-        lines = self.counts[skills].sum(axis=0)
-        documents = index.below.shape[1]
-        self.idf = np.where(lines > 0, np.log1p(documents / (1.0 + lines)), 0.0)
-        self.row_cols = _columns(index.row_terms, self.qterms)
+        lines = self.counts[[index.at[s.node_id] for s in forest.skills]].sum(axis=0)
+        self.idf = np.where(lines > 0, np.log1p(index.below.shape[1] / (1.0 + lines)), 0.0)
+        self.row_tf = _term_columns(index.row_terms, index.row_counts, self.qterms)
 
     def score(self, rows: list[int]) -> np.ndarray:
         index = self.index
-        emb = self.row_vecs[rows] @ self.qvec
-        tf = index.row_counts[rows][:, self.row_cols].toarray() if self.row_cols else np.zeros((len(rows), 1))
-        lengths = np.asarray(index.row_counts[rows].sum(axis=1), dtype=float).ravel()
-        lex = _bm25(tf, lengths)
-        sizes = np.array([index.row_size[r] for r in rows], dtype=float)
+        lex = _bm25(self.row_tf[rows], index.row_lengths[rows])
+        sizes = index.row_sizes[rows].copy()
         sizes[sizes <= 0] = sizes[sizes > 0].mean() if (sizes > 0).any() else 1.0
-        grep = self.counts[[index.row_node[r] for r in rows]]
+        grep = self.counts[index.row_nodes[rows]]
         norm = 1.2 * (0.25 + 0.75 * sizes / sizes.mean())
         evidence = (self.idf * grep * 2.2 / (grep + norm[:, None])).sum(axis=1)
-        return _rrf(emb, lex, evidence)
+        return _rrf(self.row_sims[rows], lex, evidence)
 
     def coverage(self, node: int) -> float:
         total = self.idf.sum()
@@ -375,7 +391,7 @@ class _Descent:
                 if node.level == 1:
                     leaves.append(node.node_id)
                     continue
-                for row in [index.row_of[index.at[c.node_id]] for c in node.children] + index.stub_rows.get(node.node_id, []):
+                for row in [index.at[c.node_id] for c in node.children] + index.stub_rows.get(node.node_id, []):
                     if row not in seen and index.row_node[row] not in opened:
                         seen.add(row)
                         nxt.append(row)
@@ -385,28 +401,31 @@ class _Descent:
 
 def _probe(tree: TreeInputs, index: _TreeIndex, questions: list[tuple[int, str, str]], row_vecs: np.ndarray,
            question_vecs: np.ndarray, seed: int) -> dict:
-    unit = normalise(tree.vectors)
-    search_row = {d["doc_id"]: i for i, d in enumerate(tree.search.docs)}
-    to_search = np.array([search_row[d] for d in tree.doc_ids])  # document row -> search index row
-    reach, nav_hit, bm25_hit, dense_hit, beams = [], [], [], [], []
-    for (row, _, question), qvec in zip(questions, question_vecs):
-        descent = _Descent(index, tree.forest, question, qvec, row_vecs)
-        leaves, beam = descent.leaves()
-        beams.append(beam)
-        candidates = list(dict.fromkeys(index.doc_row[d] for leaf in leaves for d in index.leaf_docs[leaf]))
-        flat = tree.search.scores(question)
-        flat = flat[to_search] if len(flat) else np.zeros(len(tree.doc_ids))
-        reach.append(row in candidates)
-        nav_hit.append(row in _rank(index, descent, candidates, unit @ qvec, flat)[:TOP_K])
-        bm25_top = np.argsort(-flat, kind="stable")[:TOP_K]
-        bm25_hit.append(row in bm25_top[flat[bm25_top] > 0])
-        dense_hit.append(row in np.argsort(-(unit @ qvec), kind="stable")[:TOP_K])
     if not questions:  # no document has a usable title or sentence: nothing to measure
         empty = {"rate": None, "low": None, "high": None}
         return {"documents": 0, "questions": 0, "seed": seed, "beam": {"min": 0, "mean": 0.0, "max": 0},
                 "reach": empty, "navigation_recall_at_5": empty,
                 "flat_recall_at_5": {"bm25": empty, "dense": empty, "best": "bm25"},
                 "navigation_minus_flat": {"mean": None, "low": None, "high": None}, "verdict": "either"}
+    # Every question against every row and document in two products, not one per question.
+    dense_all = question_vecs @ normalise(tree.vectors).T
+    row_sims_all = question_vecs @ row_vecs.T
+    search_row = {d["doc_id"]: i for i, d in enumerate(tree.search.docs)}
+    to_search = np.array([search_row[d] for d in tree.doc_ids])  # document row -> search index row
+    reach, nav_hit, bm25_hit, dense_hit, beams = [], [], [], [], []
+    for q, (row, _, question) in enumerate(questions):
+        descent = _Descent(index, tree.forest, question, row_sims_all[q])
+        leaves, beam = descent.leaves()
+        beams.append(beam)
+        candidates = list(dict.fromkeys(index.doc_row[d] for leaf in leaves for d in index.leaf_docs[leaf]))
+        searched = tree.search.scores(question)
+        if not len(searched):
+            searched = np.zeros(len(tree.doc_ids))
+        reach.append(row in candidates)
+        nav_hit.append(row in _rank(index, descent, candidates, dense_all[q], searched[to_search])[:TOP_K])
+        at = int(to_search[row])
+        bm25_hit.append(searched[at] > 0 and _stable_rank(searched, at) < TOP_K)
+        dense_hit.append(_stable_rank(dense_all[q], row) < TOP_K)
     docs = np.array([row for row, _, _ in questions])
     kinds = np.array([kind for _, kind, _ in questions])
     rng = np.random.default_rng(seed)
@@ -416,26 +435,26 @@ def _probe(tree: TreeInputs, index: _TreeIndex, questions: list[tuple[int, str, 
     best_flat = "bm25" if outcomes["bm25"].mean() >= outcomes["dense"].mean() else "dense"
     difference = _interval(outcomes["navigation"] - outcomes[best_flat], groups, key="mean")
     verdict = "either"
-    if difference["low"] is not None and difference["low"] > 0:
+    if difference["low"] > 0:
         verdict = "navigation"
-    elif difference["high"] is not None and difference["high"] < 0:
+    elif difference["high"] < 0:
         verdict = "flat"
+
+    def by_kind(values: np.ndarray) -> dict:
+        return {k: round(float(values[kinds == k].mean()), 4) for k in QUESTION_KINDS if (kinds == k).any()}
+
     return {
         "documents": int(len(set(docs.tolist()))), "questions": len(questions), "seed": seed,
-        "beam": {"min": int(min(beams, default=0)), "mean": round(float(np.mean(beams)) if beams else 0.0, 2),
-                 "max": int(max(beams, default=0))},
+        "sample_digest": sha256_hex(*sorted(tree.doc_ids[r] for r in set(docs.tolist())))[:12],
+        "beam": {"min": int(min(beams)), "mean": round(float(np.mean(beams)), 2), "max": int(max(beams))},
         "reach": _interval(outcomes["reach"], groups),
-        "reach_by_question": {k: round(float(outcomes["reach"][kinds == k].mean()), 4)
-                              for k in QUESTION_KINDS if (kinds == k).any()},
-        "navigation_recall_by_question": {k: round(float(outcomes["navigation"][kinds == k].mean()), 4)
-                                          for k in QUESTION_KINDS if (kinds == k).any()},
-        "flat_recall_by_question": {k: round(float(outcomes[best_flat][kinds == k].mean()), 4)
-                                    for k in QUESTION_KINDS if (kinds == k).any()},
         "navigation_recall_at_5": _interval(outcomes["navigation"], groups),
         "flat_recall_at_5": {"bm25": _interval(outcomes["bm25"], groups), "dense": _interval(outcomes["dense"], groups),
                              "best": best_flat},
         "navigation_minus_flat": difference,
         "verdict": verdict,
+        "by_question": {"reach": by_kind(outcomes["reach"]), "navigation": by_kind(outcomes["navigation"]),
+                        best_flat: by_kind(outcomes[best_flat])},
     }
 
 
@@ -444,10 +463,8 @@ def _rank(index: _TreeIndex, descent: _Descent, candidates: list[int], dense: np
     BM25 on the document and BM25 on the card, fused."""
     if not candidates:
         return []
-    cols = _columns(index.card_terms, descent.qterms)
     counts = index.card_counts[candidates]
-    tf = counts[:, cols].toarray() if cols else np.zeros((len(candidates), 1))
-    card = _bm25(tf, np.asarray(counts.sum(axis=1), dtype=float).ravel())
+    card = _bm25(_term_columns(index.card_terms, counts, descent.qterms), np.asarray(counts.sum(axis=1), dtype=float).ravel())
     fused = _rrf(dense[candidates], flat[candidates], card)
     return [candidates[i] for i in np.argsort(-fused, kind="stable")]
 

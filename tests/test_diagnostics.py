@@ -1,0 +1,164 @@
+"""Navigability diagnostics on real compiles: recorded in manifest.json and in the skill_tree
+materialization, in range, reproducible from the compiled artifacts for a seed, worse on a
+degenerate corpus than on the sample corpus, and warned about in the compile summary."""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+
+import pytest
+from dagster import AssetKey, AssetRecordsFilter, DagsterInstance
+
+from c2s_pipeline.artifacts import CorpusArtifacts
+from c2s_pipeline.cache import ItemCache
+from c2s_pipeline.diagnostics import NAVIGABILITY, TreeInputs, diagnose
+from c2s_pipeline.encoder import EmbedStats, Encoder, embed_with_cache
+
+from .conftest import Compiled, compile_into
+
+ECHOES = 240  # near-identical documents: enough leaves that a beam cannot open them all
+
+
+@pytest.fixture(scope="module")
+def echoes_tree(dagster_home, tmp_path_factory) -> Compiled:
+    """A degenerate corpus: one template, documents told apart only by a number."""
+    folder = tmp_path_factory.mktemp("echoes")
+    for i in range(ECHOES):
+        (folder / f"update-{i:03d}.md").write_text(
+            f"# Account update {i}\n\nYour account was updated. The account settings changed and the account "
+            f"team reviewed the account update. Nothing else about the account changed in update {i}.\n\n"
+            "The account update was recorded. Contact the account team about the account update if needed.\n")
+    return compile_into(dagster_home, "echoes", folder)
+
+
+def rediagnose(compiled: Compiled, name: str, **kw) -> dict:
+    """The diagnostics recomputed from a compiled corpus's artifacts and published tree."""
+    encoder, cache = Encoder(), ItemCache(compiled.home / "cache.sqlite")
+    stats = EmbedStats()
+    try:
+        tree = TreeInputs.load(CorpusArtifacts(compiled.home / "artifacts" / name), compiled.out)
+        report = diagnose(tree, lambda texts: embed_with_cache(encoder, cache, texts, stats), **kw)
+    finally:
+        cache.close()
+    report.pop("seconds")
+    return report
+
+
+def in_unit(value: float) -> bool:
+    return value is not None and 0.0 <= value <= 1.0
+
+
+def check_interval(interval: dict) -> None:
+    assert in_unit(interval["rate"]) and in_unit(interval["low"]) and in_unit(interval["high"])
+    assert interval["low"] <= interval["rate"] <= interval["high"]
+
+
+def test_manifest_reports_every_diagnostic_in_range(sample_tree):
+    report = sample_tree.manifest[NAVIGABILITY]
+    stats = sample_tree.manifest["stats"]
+    collapse = report["collapse"]
+    assert collapse["skills"] == stats["skills"]
+    largest = max(s["documents"] for s in sample_tree.manifest["skills"])
+    assert collapse["largest_share"] == pytest.approx(largest / stats["documents"]["accepted"], abs=1e-4)
+    assert collapse["largest_share"] <= collapse["top2_share"] <= 1.0
+
+    siblings = report["sibling_similarity"]
+    assert siblings["pairs"] > 0 and -1.0 <= siblings["mean"] <= siblings["max"] <= 1.0
+    assert set(report["cohesion"]) == {f"level_{n}" for n in range(1, stats["levels"] + 1)} | {"corpus"}
+    # Members sit nearer their own centroid than documents sit to the corpus centroid.
+    assert report["cohesion"]["corpus"] < report["cohesion"]["level_1"] <= 1.0
+    assert in_unit(report["path_term_coverage"]["documents"]) and in_unit(report["path_term_coverage"]["mean_share"])
+
+    probe = report["probe"]
+    assert probe["documents"] == min(200, stats["documents"]["accepted"])
+    assert probe["documents"] < probe["questions"] <= 3 * probe["documents"]
+    assert 3 <= probe["beam"]["min"] <= probe["beam"]["mean"] <= probe["beam"]["max"] <= 10
+    for interval in (probe["reach"], probe["navigation_recall_at_5"], *(
+            probe["flat_recall_at_5"][m] for m in ("bm25", "dense"))):
+        check_interval(interval)
+    # Reaching a document is necessary for ranking it in the top five.
+    assert probe["navigation_recall_at_5"]["rate"] <= probe["reach"]["rate"]
+    assert report["navigability_score"] == probe["reach"]["rate"]
+    difference = probe["navigation_minus_flat"]
+    assert difference["low"] <= difference["mean"] <= difference["high"]
+    expected = "navigation" if difference["low"] > 0 else "flat" if difference["high"] < 0 else "either"
+    assert report["verdict"] == probe["verdict"] == expected
+    assert report["seconds"] > 0
+
+
+def test_skill_tree_materialization_carries_the_diagnostics(sample_tree):
+    instance = DagsterInstance.get()  # the session's instance ($DAGSTER_HOME)
+    record, = instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=AssetKey("skill_tree"), asset_partitions=["sample"]), limit=1).records
+    metadata = record.asset_materialization.metadata
+    report = sample_tree.manifest[NAVIGABILITY]
+    assert metadata["navigability_score"].value == pytest.approx(report["navigability_score"])
+    assert metadata["flat_recall_at_5"].value == pytest.approx(
+        report["probe"]["flat_recall_at_5"][report["probe"]["flat_recall_at_5"]["best"]]["rate"])
+    assert metadata["largest_skill_share"].value == pytest.approx(report["collapse"]["largest_share"])
+    assert metadata["cohesion_level_1"].value == pytest.approx(report["cohesion"]["level_1"])
+    assert metadata["navigability_verdict"].value == report["verdict"]
+    assert metadata[NAVIGABILITY].value == report
+    assert "expected winner" in metadata["navigability_summary"].value
+
+
+def test_the_probe_is_reproducible_for_a_seed(sample_tree):
+    recorded = {k: v for k, v in sample_tree.manifest[NAVIGABILITY].items() if k != "seconds"}
+    # From the artifacts, with the seed the compile used: the numbers the compile recorded.
+    assert rediagnose(sample_tree, "sample") == recorded
+    small = rediagnose(sample_tree, "sample", sample=40, seed=7)
+    assert small == rediagnose(sample_tree, "sample", sample=40, seed=7)
+    other = rediagnose(sample_tree, "sample", sample=40, seed=8)
+    assert small["probe"]["documents"] == other["probe"]["documents"] == 40
+    assert small["probe"]["sample_digest"] != other["probe"]["sample_digest"]
+    # The structural metrics do not depend on the sample.
+    assert small["collapse"] == other["collapse"] == recorded["collapse"]
+    assert small["sibling_similarity"] == recorded["sibling_similarity"]
+
+
+def test_a_degenerate_corpus_reads_worse_than_the_sample_corpus(sample_tree, echoes_tree):
+    good, bad = sample_tree.manifest[NAVIGABILITY], echoes_tree.manifest[NAVIGABILITY]
+    assert echoes_tree.manifest["stats"]["documents"]["accepted"] == ECHOES
+    # Rows that read alike, members hardly nearer their centroid than to the whole corpus ...
+    assert bad["sibling_similarity"]["mean"] > good["sibling_similarity"]["mean"] + 0.2
+    separation = {name: r["cohesion"]["level_1"] - r["cohesion"]["corpus"] for name, r in (("good", good), ("bad", bad))}
+    assert separation["bad"] < separation["good"] / 2
+    # ... so the probe reaches and finds fewer of its documents.
+    assert bad["navigability_score"] < good["navigability_score"] - 0.1
+    assert bad["probe"]["reach"]["high"] < good["probe"]["reach"]["low"]
+    assert (bad["probe"]["navigation_recall_at_5"]["rate"]
+            < good["probe"]["navigation_recall_at_5"]["rate"] - 0.2)
+    assert bad["collapse"]["largest_share"] > good["collapse"]["largest_share"]
+
+
+def summary_text(manifest: dict, out: Path, capsys) -> str:
+    from c2s_pipeline.cli import print_summary
+
+    print_summary(manifest, out)
+    captured = capsys.readouterr()
+    return re.sub(r"\s+", " ", re.sub(r"[│┃]", " ", captured.out + captured.err))  # table borders of wrapped cells
+
+
+def test_the_compile_summary_warns_when_flat_retrieval_is_expected_to_win(sample_tree, capsys):
+    flat = copy.deepcopy(sample_tree.manifest)
+    flat[NAVIGABILITY]["verdict"] = "flat"
+    text = summary_text(flat, sample_tree.out, capsys)
+    assert "navigability" in text and "expected winner: flat" in text
+    assert re.search(r"warning navigability: flat retrieval is expected to beat navigating this tree", text)
+    assert "keep the agent's search routing on" in text
+
+    navigable = copy.deepcopy(sample_tree.manifest)
+    navigable[NAVIGABILITY]["verdict"] = "navigation"
+    navigable[NAVIGABILITY]["collapse"]["collapsed"] = False
+    text = summary_text(navigable, sample_tree.out, capsys)
+    assert "expected winner: navigation" in text and "warning navigability" not in text
+
+
+def test_a_collapsed_top_level_is_warned_about(echoes_tree, capsys):
+    report = echoes_tree.manifest[NAVIGABILITY]
+    assert report["collapse"]["collapsed"]
+    text = summary_text(echoes_tree.manifest, echoes_tree.out, capsys)
+    share = f"{report['collapse']['largest_share']:.0%}"
+    assert f"the largest of {report['collapse']['skills']} skills holds {share} of the documents" in text
