@@ -68,8 +68,9 @@ _GROUP_ROW = re.compile(r"^- \[(?P<name>[^\]]+)\]\((?P<link>[^)]+)\)(?: \((?P<n>
                         r"(?: — (?P<desc>.*))?$")
 _DOC_ROW = re.compile(r"^- `(?P<id>[^`]+)` \*\*(?P<title>.*?)\*\*(?: — (?P<rest>.*))?$")
 _PHRASES = re.compile(r"\s*_\((?P<p>[^)]*)\)_\s*$")
-# `` · `pg_dump` `--no-verify` `` after the one-line (rows without identifiers have none).
-_IDENTIFIERS = re.compile(r"\s*·\s*(?P<i>(?:`[^`]+`\s*)+)$")
+# `` · `pg_dump` `--no-verify` `` after the one-line, or alone where the row leaves the one-line
+# out (rows of older trees have none).
+_IDENTIFIERS = re.compile(r"(?:^|\s*·\s*)(?P<i>(?:`[^`]+`\s*)+)$")
 _CODE = re.compile(r"`([^`]+)`")
 _SEE_DOC = re.compile(r"^- @see `(?P<id>[^`]+)` \*\*(?P<title>.*?)\*\* → `(?P<path>[^`]+)`")
 _SEE_GROUP = re.compile(r"^- @see \[(?P<name>[^\]]+)\] (?P<title>.*?) → `(?P<path>[^`]+)`")

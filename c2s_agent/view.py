@@ -104,7 +104,7 @@ def tree_data(tree: Tree) -> dict:
             nodes[index]["children"].append(len(nodes))
             nodes.append({"kind": "doc", "name": card.doc_id, "title": card.title, "path": card.doc_id,
                           "parent": index, "children": [], "size": 1, "one_line": card.one_line,
-                          "phrases": list(card.phrases), "home": path})
+                          "phrases": list(card.phrases), "identifiers": list(card.identifiers), "home": path})
 
     for skill in tree.skills:
         add_nav(skill.path, 0, "skill")
@@ -412,6 +412,12 @@ _JS = r"""
         var ph = el("div", "chips");
         n.phrases.forEach(function (p) { ph.append(el("span", "chip", p)); });
         box.append(ph);
+      }
+      if ((n.identifiers || []).length) {
+        box.append(el("h3", "", "Identifiers"));
+        var ids = el("div", "chips");
+        n.identifiers.forEach(function (x) { ids.append(el("code", "chip", x)); });
+        box.append(ids);
       }
       box.append(el("h3", "", "Filed under"));
       var p = el("p");

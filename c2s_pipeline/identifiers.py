@@ -195,13 +195,15 @@ def _acceptable(value: str, lowered_words: set[str]) -> bool:
 @functools.lru_cache(maxsize=1 << 16)
 def is_english(word: str) -> bool:
     """Whether ``word`` (any case) is a plain English word: a stop word, or in the English word
-    list of the bundled encoder's tokenizer, itself or without a common suffix."""
+    list of the bundled encoder's tokenizer, itself or with or without a common suffix."""
     low = word.lower()
     if low in STOPWORDS:
         return True
     words = _english_words()
-    return low in words or any(low.endswith(s) and (low[:-len(s)] in words or low[:-len(s)] + "e" in words)
-                               for s in _SUFFIXES if len(low) > len(s) + 2)
+    if low in words or any(low + s in words for s in _SUFFIXES):  # "delete" is listed as "deleted"
+        return True
+    return any(low.endswith(s) and (low[:-len(s)] in words or low[:-len(s)] + "e" in words)
+               for s in _SUFFIXES if len(low) > len(s) + 2)
 
 
 @functools.cache

@@ -22,7 +22,7 @@ from .tree import Forest, Node
 ROW_DESCRIPTION_CHARS = 120  # keeps nav files near the method's ~2 KB
 ROW_PHRASES = 3
 ROW_IDENTIFIERS = 4
-NAV_FILE_TARGET_BYTES = 3600  # a leaf renders leaner rows past this, to stay under 4 KB
+NAV_FILE_TARGET_BYTES = 3900  # a leaf renders leaner rows past this, to stay under 4 KB
 IDENTIFIERS_MARK = " · "
 
 
@@ -36,7 +36,7 @@ class RowStyle:
 # Richest first; a leaf takes the first whose rows fit. Identifiers go last: they are the exact
 # strings a question types, where phrases and a long one-line mostly echo the title.
 ROW_STYLES = (RowStyle(ROW_DESCRIPTION_CHARS, ROW_PHRASES, ROW_IDENTIFIERS), RowStyle(100, 2, 4),
-              RowStyle(80, 1, 4), RowStyle(64, 0, 4), RowStyle(48, 0, 3), RowStyle(32, 0, 2))
+              RowStyle(80, 1, 4), RowStyle(64, 0, 4), RowStyle(48, 0, 3), RowStyle(0, 0, 3), RowStyle(0, 0, 2))
 
 
 @dataclass(frozen=True)
@@ -59,19 +59,22 @@ class NodeExtras:
 
 
 def doc_row(card: DocCard, style: RowStyle = ROW_STYLES[0]) -> str:
-    one_line = clip(card.one_line, style.one_line)
+    # A one-line that only restates the title ("bind - bind a name to a socket") is left out.
+    restates = set(content_tokens(card.one_line)) <= set(content_tokens(card.title))
+    one_line = "" if restates or not style.one_line else clip(card.one_line, style.one_line)
     shown = f"{card.title} {one_line}".lower()
     identifiers = [i for i in card.identifiers if i.lower() not in shown][:style.identifiers]
     said = set(content_tokens(" ".join([shown, *identifiers])))
     # With identifiers on the row, one phrase fewer; a phrase whose words are all said already, none.
     room = style.phrases - 1 if identifiers else style.phrases
     phrases = [p for p in card.phrases if not set(content_tokens(p)) <= said][:max(room, 0)]
-    row = f"- `{card.doc_id}` **{card.title}** — {one_line}"
+    rest = one_line
     if identifiers:
-        row += IDENTIFIERS_MARK + " ".join(f"`{i}`" for i in identifiers)
+        codes = " ".join(f"`{i}`" for i in identifiers)
+        rest = f"{rest}{IDENTIFIERS_MARK}{codes}" if rest else codes
     if phrases:
-        row += f" _({'; '.join(phrases)})_"
-    return row
+        rest = f"{rest} _({'; '.join(phrases)})_".lstrip()
+    return f"- `{card.doc_id}` **{card.title}**" + (f" — {rest}" if rest else "")
 
 
 def doc_rows(cards: list[DocCard], room: int) -> list[str]:
@@ -102,6 +105,19 @@ def routing_summary(node: Node) -> str:
     return " ".join(summary.split()) or node.summary
 
 
+_RESTATED_HEAD = re.compile(r"^(?P<head>[^:;]{1,120}): (?:\d+ (?:documents?|topics?|sub-groups?) on )?")
+
+
+def group_row(child: Node) -> str:
+    """A sub-group's row: its description without a head restating its name and size, which
+    the row shows already."""
+    description = clip(child.description, ROW_DESCRIPTION_CHARS)
+    m = _RESTATED_HEAD.match(description)
+    if m and set(content_tokens(m["head"])) <= set(content_tokens(f"{child.name.replace('-', ' ')} {child.title}")):
+        description = description[m.end():] or description
+    return f"- [{child.name}]({child.name}/INDEX.md) ({child.size} docs) — {description}"
+
+
 def doc_stub(card: DocCard, canonical: str) -> str:
     return f"- @see `{card.doc_id}` **{card.title}** → `{canonical}`"
 
@@ -118,25 +134,30 @@ def render_node(node: Node, cards: dict[str, DocCard], extras: NodeExtras, fores
             routing_summary(node) + "\n"]
     if node.is_skill and extras.entities:
         head.append(f"Entities: {', '.join(extras.entities)}\n")
-    tail: list[str] = []
-    if extras.see_also:
-        tail.append(f"\n{SECTION_SEE_ALSO}\n")
-        tail += extras.see_also
-    if extras.examples:
-        tail.append(f"\n{SECTION_EXAMPLES}\n")
-        tail += [f"- `{d}` **{cards[d].title}** — {clip(cards[d].one_line, 120)}" for d in extras.examples]
-    if extras.related:
-        tail.append(f"\n{SECTION_RELATED}\n")
-        for node_id, shared in extras.related:
-            other = forest.by_id[node_id]
-            tail.append(f"- [{other.name}](../{other.name}/SKILL.md) — shared: {', '.join(shared[:5])}")
+    see_also = [f"\n{SECTION_SEE_ALSO}\n", *extras.see_also] if extras.see_also else []
+    related = [f"\n{SECTION_RELATED}\n"] if extras.related else []
+    for node_id, shared in extras.related:
+        other = forest.by_id[node_id]
+        related.append(f"- [{other.name}](../{other.name}/SKILL.md) — shared: {', '.join(shared[:5])}")
+    examples = _examples(extras.examples, cards, with_one_line=True)
     if node.level == 1:
-        head.append(f"{SECTION_DOCUMENTS} ({len(node.members)})\n")
-        used = len("\n".join(head + tail).encode()) + 1
-        head += doc_rows([cards[d] for d in node.members], NAV_FILE_TARGET_BYTES - used)
+        body = [f"{SECTION_DOCUMENTS} ({len(node.members)})\n"]
+        room = NAV_FILE_TARGET_BYTES - _size(head + body + see_also + examples + related)
+        body += doc_rows([cards[d] for d in node.members], room)
     else:
-        head.append(f"{SECTION_SUBGROUPS} ({len(node.children)})\n")
-        for child in node.children:
-            rel = f"{child.name}/INDEX.md"
-            head.append(f"- [{child.name}]({rel}) ({child.size} docs) — {clip(child.description, ROW_DESCRIPTION_CHARS)}")
-    return "\n".join(head + tail).rstrip() + "\n"
+        body = [f"{SECTION_SUBGROUPS} ({len(node.children)})\n", *(group_row(child) for child in node.children)]
+    if _size(head + body + see_also + examples + related) > NAV_FILE_TARGET_BYTES:
+        examples = _examples(extras.examples, cards, with_one_line=False)  # their own rows say the rest
+    return "\n".join(head + body + see_also + examples + related).rstrip() + "\n"
+
+
+def _examples(doc_ids: list[str], cards: dict[str, DocCard], with_one_line: bool) -> list[str]:
+    if not doc_ids:
+        return []
+    rows = [f"- `{d}` **{cards[d].title}**" + (f" — {clip(cards[d].one_line, 120)}" if with_one_line else "")
+            for d in doc_ids]
+    return [f"\n{SECTION_EXAMPLES}\n", *rows]
+
+
+def _size(lines: list[str]) -> int:
+    return len("\n".join(lines).encode()) + 1
