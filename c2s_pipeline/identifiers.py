@@ -54,7 +54,7 @@ _CODE_WEIGHT = 3  # a code span that no shape above matches, e.g. `git rev-parse
 # Headings that documentation writes in capitals and the word list below lacks.
 _SHOUTED = {"SYNOPSIS", "CONFORMING", "DEPRECATED", "TODO", "FIXME"}
 _SUFFIXES = ("s", "es", "ed", "d", "ing", "ly", "er", "ers")
-_GENERIC = {"--help", "--version", "null", "true", "false", "none", "e.g", "i.e", "etc", "a.m", "p.m"}
+_GENERIC = {"--help", "--version", "--no", "null", "true", "false", "none", "e.g", "i.e", "etc", "a.m", "p.m"}
 _FILE_EXTENSION = re.compile(r"\.[a-z0-9]{1,5}$")
 
 
