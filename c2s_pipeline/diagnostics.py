@@ -1,7 +1,7 @@
 """Navigability diagnostics of a compiled tree: whether an agent browsing it is expected to find
 documents as well as flat retrieval would, measured when the tree is compiled.
 
-    tree = TreeInputs(forest, cards, doc_ids, texts, vectors, soft, search)   # or TreeInputs.load(art, out)
+    tree = TreeInputs(forest, cards, doc_ids, texts, vectors, soft, search, nav_files)   # or .load(art, out)
     report = diagnose(tree, embed)        # JSON-ready: manifest.json's "navigability"
 
 What is measured:
@@ -14,21 +14,28 @@ What is measured:
   the whole corpus as a baseline;
 * **path term coverage**: how much of a document's own key terms (its card's title and
   phrases) appear on the nav rows along its path (skill row, group rows, its leaf's row);
-* **self-retrieval probe**: for a seeded sample of documents, its title and (separately) its
-  lead sentence are posed as questions; a beam descent over the tree scored like the offline
-  navigator (reciprocal-rank fusion of row embedding similarity, BM25 on the row and grep-like
-  counts of the question's terms in the cards below each node; beam 3-10 from the first
-  level's confidence) either reaches the document (a leaf opened lists it) or not. Reached
-  candidates are ranked on document vector, BM25 and card BM25 for navigation's recall@5. The
-  same questions go to the tree's flat BM25 index and to dense retrieval over the document
-  vectors (recall@5).
+* **self-retrieval probe**: for a seeded sample of documents (up to 200, chosen by a seeded
+  hash of their ids), three questions each: its title, its lead sentence and one sentence of
+  its body. A beam descent over the tree, scored like the offline navigator (reciprocal-rank
+  fusion of row embedding similarity, BM25 on the row and grep-like counts of the question's
+  terms in the nav files below each node; beam 3-10 from the first level's confidence), reaches
+  the document when a leaf it opens lists it (as a row or an ``@see`` stub): the share reached
+  is the **navigability score**. The reached documents are ranked on document vector, BM25
+  and card BM25 for navigation's recall@5. The same questions go to the tree's flat BM25
+  index (as the agent's search tool ranks) and to dense retrieval over the document vectors.
 
-The verdict compares navigation's recall@5 with the better flat method's on the same questions
-by a paired bootstrap over the sampled documents: "navigation" when the 95% interval of the
-difference lies above zero, "flat" when below, "either" when it straddles zero.
+The verdict compares navigation's recall@5 (not its reach: a flat method is judged on its top
+five too) with the better flat method's on the same questions, by a paired bootstrap over the
+sampled documents (a document's questions resampled together): "navigation" when the 95%
+interval of the difference lies above zero, "flat" when below it, "either" when it straddles
+zero. Questions are the documents' own words, which favours BM25 over both navigation and
+dense retrieval; ``navigation_over_flat`` (the ratio of the two recalls) says by how much a
+"flat" verdict was reached.
 
 Scoring mirrors ``c2s_agent.offline`` (same term rules, RRF constant, beam bounds) without
-importing it: the compiler and the agent do not import each other.
+importing it, since the compiler and the agent do not import each other; it leaves out what the
+navigator adds on top (entity-index hits, related-skill jumps, backtracking, routing to search),
+so the probe measures the tree, not the agent's recoveries.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from scipy import sparse
@@ -43,7 +51,7 @@ from sklearn.feature_extraction.text import CountVectorizer
 
 from .artifacts import CorpusArtifacts
 from .hierarchy import normalise
-from .render import ROW_DESCRIPTION_CHARS, DocCard, doc_row
+from .render import DocCard, doc_row, group_row
 from .search_index import SearchIndex
 from .text import clip, content_tokens, sentences, sha256_hex, tokens
 from .tree import Forest, Node
@@ -59,7 +67,7 @@ MAX_TERMS = 12  # question terms the navigator greps for
 SENTENCE_CHARS = 160  # a sentence posed as a question is clipped so
 QUESTION_TERMS = 3  # content terms a sentence needs to be a question (a heading repeating the title is not)
 COVERED_SHARE = 0.5  # a document is "covered" when at least this share of its key terms is on its path
-COLLAPSE_SHARE = 0.6  # the largest skill holding this share of the documents is a collapse
+COLLAPSE_SHARE = 0.6  # the least share of the documents under the largest skill that is a collapse
 QUESTION_KINDS = ("title", "lead", "body")
 STUB_TITLE_CHARS = 80  # an @see group stub shows its target's title, clipped so
 
@@ -100,16 +108,20 @@ class TreeInputs:
     vectors: np.ndarray  # document vectors, as clustered
     soft: dict[str, list[str]]  # node id -> items it lists as @see stubs (doc ids in leaves, node ids above)
     search: SearchIndex  # the tree's flat BM25 index, as the agent's search tool ranks
+    nav_files: dict[str, str]  # path -> rendered text of every nav file
 
     @classmethod
     def load(cls, art: CorpusArtifacts, out) -> TreeInputs:
         """The inputs of a compiled corpus, from its stage artifacts and its published (or staged) tree."""
         from .assets.publish import _cards  # the cards exactly as the compile rendered them
+        from .incremental import previous_names
         from .tree import build_forest
 
+        forest = build_forest(art, previous_names(art))  # named as published
         docs = art.read_table("documents.parquet")
-        return cls(build_forest(art), _cards(art), docs["doc_id"].to_list(), docs["text"].to_list(),
-                   art.read_matrix("doc_vectors.npy"), soft_members(art), SearchIndex.load(out))
+        return cls(forest, _cards(art), docs["doc_id"].to_list(), docs["text"].to_list(),
+                   art.read_matrix("doc_vectors.npy"), soft_members(art), SearchIndex.load(out),
+                   {n.nav_file: (Path(out) / n.nav_file).read_text(encoding="utf-8") for n in forest.nodes()})
 
 
 def soft_members(art: CorpusArtifacts) -> dict[str, list[str]]:
@@ -147,11 +159,15 @@ def diagnose(tree: TreeInputs, embed: Embed, *, sample: int = SAMPLE_SIZE, seed:
 # -- structure -------------------------------------------------------------------------------------
 
 def collapse(forest: Forest) -> dict:
+    """Shares of the largest skills. Collapsed: the largest holds at least COLLAPSE_SHARE of the
+    documents and at least half way from an even share to all of them (75% of two skills, 67%
+    of three, 60% from five on), so a lopsided pair of skills counts, an uneven ten does not."""
     sizes = sorted((len(s.documents()) for s in forest.skills), reverse=True)
     total = sum(sizes) or 1
     largest, top2 = sizes[0] / total, sum(sizes[:2]) / total
+    threshold = max(COLLAPSE_SHARE, (1 + 1 / len(sizes)) / 2)
     return {"skills": len(sizes), "largest_share": round(largest, 4), "top2_share": round(top2, 4),
-            "collapsed": len(sizes) > 1 and largest >= COLLAPSE_SHARE}
+            "collapsed": len(sizes) > 1 and largest >= threshold}
 
 
 class _TreeIndex:
@@ -163,7 +179,7 @@ class _TreeIndex:
         self.at = {n.node_id: i for i, n in enumerate(self.nodes)}
         self.doc_row = {d: i for i, d in enumerate(tree.doc_ids)}
         # A node's row as its parent lists it (a skill's: the preloaded name and description)...
-        self.row_texts = [_row_text(n.name, n.description if n.is_skill else clip(n.description, ROW_DESCRIPTION_CHARS))
+        self.row_texts = [_row_text(n.name, n.description if n.is_skill else group_row(n).partition(" — ")[2])
                           for n in self.nodes]
         self.row_size = [n.size for n in self.nodes]
         # ... and, for a group softly assigned elsewhere too, its @see stub there.
@@ -190,22 +206,34 @@ class _TreeIndex:
         self.row_terms = CountVectorizer(analyzer=terms)
         self.row_counts = self.row_terms.fit_transform(self.row_texts).tocsr()
         self.row_lengths = np.asarray(self.row_counts.sum(axis=1), dtype=float).ravel()
-        card_lines = [doc_row(tree.cards[d]) for d in tree.doc_ids]
-        # grep -i '\<TERM' over the cards: words starting with the term, case folded
-        self.card_words = CountVectorizer(analyzer=tokens, binary=True)
-        self.card_hits = self.card_words.fit_transform(card_lines).tocsc()
-        self.card_vocab = np.array(self.card_words.get_feature_names_out())
+        # What `grep -rih '\<TERM' <node's folder> | wc -l` counts: lines of the nav files at and
+        # below the node (cards, summaries, stubs) holding a word that starts with the term.
+        lines, owner = [], []
+        for i, node in enumerate(self.nodes):
+            for line in tree.nav_files[node.nav_file].splitlines():
+                if line.strip():
+                    lines.append(line)
+                    owner.append(i)
+        subtree = [(i, self.at[d.node_id]) for i, node in enumerate(self.nodes) for d in node.walk()]
+        within = sparse.csr_matrix((np.ones(len(subtree), dtype=np.float32), tuple(zip(*subtree))),
+                                   shape=(len(self.nodes), len(self.nodes)))
+        owns = sparse.csr_matrix((np.ones(len(lines), dtype=np.float32), (owner, range(len(lines)))),
+                                 shape=(len(self.nodes), len(lines)))
+        self.lines_below = (within @ owns).tocsr()
+        self.line_words = CountVectorizer(analyzer=tokens, binary=True)
+        self.line_hits = self.line_words.fit_transform(lines).tocsc()
+        self.line_vocab = np.array(self.line_words.get_feature_names_out())
+        self._lines_with: dict[str, np.ndarray] = {}
+        # The cards of the leaves' rows, for ranking the documents a descent reaches.
         self.card_terms = CountVectorizer(analyzer=terms)
-        self.card_counts = self.card_terms.fit_transform(card_lines).tocsr()
+        self.card_counts = self.card_terms.fit_transform([doc_row(tree.cards[d]) for d in tree.doc_ids]).tocsr()
 
-        self._cards_with: dict[str, np.ndarray] = {}
-
-    def cards_with(self, term: str) -> np.ndarray:
-        """Which documents' cards hold a word starting with ``term`` (0/1 per document)."""
-        if term not in self._cards_with:
-            lo, hi = np.searchsorted(self.card_vocab, [term, term + "\uffff"])
-            self._cards_with[term] = (np.asarray(self.card_hits[:, lo:hi].sum(axis=1)).ravel() > 0).astype(np.float32)
-        return self._cards_with[term]
+    def lines_with(self, term: str) -> np.ndarray:
+        """Which nav-file lines hold a word starting with ``term`` (0/1 per line)."""
+        if term not in self._lines_with:
+            lo, hi = np.searchsorted(self.line_vocab, [term, term + "\uffff"])
+            self._lines_with[term] = (np.asarray(self.line_hits[:, lo:hi].sum(axis=1)).ravel() > 0).astype(np.float32)
+        return self._lines_with[term]
 
 
 def _row_text(name: str, description: str) -> str:
@@ -341,9 +369,9 @@ class _Descent:
     def __init__(self, index: _TreeIndex, forest: Forest, question: str, row_sims: np.ndarray):
         self.index, self.forest, self.row_sims = index, forest, row_sims
         self.qterms = query_terms(question)[:MAX_TERMS]
-        hits = (np.stack([index.cards_with(t) for t in self.qterms], axis=1) if self.qterms
-                else np.zeros((index.below.shape[1], 0), dtype=np.float32))
-        self.counts = np.asarray(index.below @ hits)  # node x term: cards below the node holding the term
+        hits = (np.stack([index.lines_with(t) for t in self.qterms], axis=1) if self.qterms
+                else np.zeros((index.lines_below.shape[1], 0), dtype=np.float32))
+        self.counts = np.asarray(index.lines_below @ hits)  # node x term: grep counts below the node
         lines = self.counts[[index.at[s.node_id] for s in forest.skills]].sum(axis=0)
         self.idf = np.where(lines > 0, np.log1p(index.below.shape[1] / (1.0 + lines)), 0.0)
         self.row_tf = _term_columns(index.row_terms, index.row_counts, self.qterms)
@@ -380,8 +408,8 @@ class _Descent:
                 first = False
             else:
                 width = beam
-            seen = set(frontier)
             nxt: list[int] = []
+            listed: set[int] = set()  # a group listed twice (a row here, an @see stub there) is one candidate
             for r in (frontier[i] for i in order[:width]):
                 node_at = index.row_node[r]
                 if node_at in opened:
@@ -392,8 +420,8 @@ class _Descent:
                     leaves.append(node.node_id)
                     continue
                 for row in [index.at[c.node_id] for c in node.children] + index.stub_rows.get(node.node_id, []):
-                    if row not in seen and index.row_node[row] not in opened:
-                        seen.add(row)
+                    if index.row_node[row] not in listed and index.row_node[row] not in opened:
+                        listed.add(index.row_node[row])
                         nxt.append(row)
             frontier = nxt
         return leaves, beam
@@ -452,6 +480,8 @@ def _probe(tree: TreeInputs, index: _TreeIndex, questions: list[tuple[int, str, 
         "flat_recall_at_5": {"bm25": _interval(outcomes["bm25"], groups), "dense": _interval(outcomes["dense"], groups),
                              "best": best_flat},
         "navigation_minus_flat": difference,
+        "navigation_over_flat": (round(float(outcomes["navigation"].mean() / outcomes[best_flat].mean()), 4)
+                                 if outcomes[best_flat].mean() else None),
         "verdict": verdict,
         "by_question": {"reach": by_kind(outcomes["reach"]), "navigation": by_kind(outcomes["navigation"]),
                         best_flat: by_kind(outcomes[best_flat])},
@@ -497,8 +527,10 @@ def summary_line(report: dict) -> str:
     def show(v: dict) -> str:
         return "n/a" if v["rate"] is None else f"{v['rate']:.2f} [{v['low']:.2f}, {v['high']:.2f}]"
 
+    ratio = probe.get("navigation_over_flat")
     return (f"reach {show(probe['reach'])}, navigation recall@5 {show(nav)}, flat ({probe['flat_recall_at_5']['best']}) "
-            f"recall@5 {show(flat)} on {probe['questions']} questions; expected winner: {report['verdict']}")
+            f"recall@5 {show(flat)}" + (f" ({ratio:.2f}x)" if ratio is not None else "")
+            + f" on {probe['questions']} questions; expected winner: {report['verdict']}")
 
 
 
@@ -512,6 +544,7 @@ def navigability_metadata(report: dict) -> dict:
         "navigability_score": probe["reach"]["rate"],
         "navigation_recall_at_5": probe["navigation_recall_at_5"]["rate"],
         "flat_recall_at_5": flat["rate"],
+        "navigation_over_flat": probe.get("navigation_over_flat"),
         "largest_skill_share": report["collapse"]["largest_share"],
         "top2_skill_share": report["collapse"]["top2_share"],
         "sibling_similarity_mean": report["sibling_similarity"]["mean"],

@@ -235,7 +235,7 @@ def staged_tree(context: AssetExecutionContext, workspace: WorkspaceResource, ll
         write_search_index(staged)  # the agent's flat fallback: reads the store and manifest just written
         # Probed with the search index just written, so the flat side ranks as the agent's search tool.
         tree = TreeInputs(forest, cards, docs["doc_id"].to_list(), docs["text"].to_list(), vectors,
-                          soft_members(art), SearchIndex.load(staged))
+                          soft_members(art), SearchIndex.load(staged), files)
         _add_navigability(manifest, diagnose(tree, lambda texts: embed_with_cache(
             encoder.encoder, workspace.workspace.cache, texts, stage.embeddings)), stage)
         (staged / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
