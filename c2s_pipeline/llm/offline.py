@@ -31,7 +31,7 @@ from .schemas import (
     RepartitionVerdict,
 )
 
-PROMPT_VERSIONS = {"card": "offline-card-4", "summary": "offline-summary-4", "repartition": "offline-repartition-2", "entities": "offline-entities-2"}
+PROMPT_VERSIONS = {"card": "offline-card-5", "summary": "offline-summary-4", "repartition": "offline-repartition-2", "entities": "offline-entities-2"}
 T = TypeVar("T")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 
