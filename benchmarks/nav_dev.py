@@ -90,7 +90,7 @@ def predicted_winner(tree: Path) -> str | None:
     if isinstance(nav, str):
         return nav
     if isinstance(nav, dict):
-        for key in ("predicted_winner", "winner", "predicted", "expected_winner", "prediction"):
+        for key in ("verdict", "predicted_winner", "winner", "expected_winner"):
             if isinstance(nav.get(key), str):
                 return nav[key]
     return None
