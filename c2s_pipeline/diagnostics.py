@@ -40,7 +40,6 @@ so the probe measures the tree, not the agent's recoveries.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,8 +134,8 @@ def soft_members(art: CorpusArtifacts) -> dict[str, list[str]]:
 
 
 def diagnose(tree: TreeInputs, embed: Embed, *, sample: int = SAMPLE_SIZE, seed: int = SEED) -> dict:
-    """Every diagnostic of ``tree`` as a JSON-ready dict (see the module docstring)."""
-    started = time.perf_counter()
+    """Every diagnostic of ``tree`` as a JSON-ready dict (see the module docstring); the same
+    tree and seed give the same dict."""
     index = _TreeIndex(tree)
     questions = _questions(tree, sample, seed)
     # One embedding batch: every row the descent can score, then every question.
@@ -152,7 +151,6 @@ def diagnose(tree: TreeInputs, embed: Embed, *, sample: int = SAMPLE_SIZE, seed:
     probe = report["probe"]
     report["navigability_score"] = probe["reach"]["rate"]
     report["verdict"] = probe["verdict"]
-    report["seconds"] = round(time.perf_counter() - started, 3)
     return report
 
 

@@ -236,8 +236,10 @@ def staged_tree(context: AssetExecutionContext, workspace: WorkspaceResource, ll
         # Probed with the search index just written, so the flat side ranks as the agent's search tool.
         tree = TreeInputs(forest, cards, docs["doc_id"].to_list(), docs["text"].to_list(), vectors,
                           soft_members(art), SearchIndex.load(staged), files)
-        _add_navigability(manifest, diagnose(tree, lambda texts: embed_with_cache(
-            encoder.encoder, workspace.workspace.cache, texts, stage.embeddings)), stage)
+        started = time.perf_counter()
+        report = diagnose(tree, lambda texts: embed_with_cache(encoder.encoder, workspace.workspace.cache, texts,
+                                                               stage.embeddings))
+        _add_navigability(manifest, report, round(time.perf_counter() - started, 3), stage)
         (staged / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
@@ -258,7 +260,8 @@ def staged_tree(context: AssetExecutionContext, workspace: WorkspaceResource, ll
         {"staged": MetadataValue.path(str(staged)), "build_mode": mode.mode, "build_reason": mode.reason,
          **mode.counts(), **({"llm_calls_saved": saved} if saved is not None else {}),
          "nav_files": stats["nav_files"], "largest_nav_bytes": stats["nav_bytes"]["max"],
-         "p95_nav_bytes": stats["nav_bytes"]["p95"], **navigability_metadata(manifest[NAVIGABILITY])},
+         "p95_nav_bytes": stats["nav_bytes"]["p95"], **navigability_metadata(manifest[NAVIGABILITY]),
+         "navigability_seconds": MetadataValue.float(manifest["stages"]["staged_tree"]["navigability_seconds"])},
         check_results=[AssetCheckResult(check_name=o.name, passed=o.passed, description=o.description,
                                         metadata=o.metadata, severity=AssetCheckSeverity.WARN if not o.blocking
                                         else AssetCheckSeverity.ERROR) for o in outcomes],
@@ -305,11 +308,13 @@ def skill_tree(context: AssetExecutionContext, workspace: WorkspaceResource, s3:
     )
 
 
-def _add_navigability(manifest: dict, report: dict, stage: Stage) -> None:
-    """The diagnostics under the manifest's ``navigability`` key, their embeddings in the counts."""
+def _add_navigability(manifest: dict, report: dict, seconds: float, stage: Stage) -> None:
+    """The diagnostics under the manifest's ``navigability`` key; their time and embeddings in
+    staged_tree's record (the report itself is the same for the same tree)."""
     manifest[NAVIGABILITY] = report
     record = manifest["stages"]["staged_tree"]
-    record.update(seconds=round(time.perf_counter() - stage.started, 3), embeddings=stage.embeddings.as_dict())
+    record.update(seconds=round(time.perf_counter() - stage.started, 3), embeddings=stage.embeddings.as_dict(),
+                  navigability_seconds=seconds)
     for kind, count in stage.embeddings.as_dict().items():
         manifest["stats"]["embeddings"][kind] += count
 
