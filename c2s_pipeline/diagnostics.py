@@ -53,7 +53,7 @@ from .hierarchy import normalise
 from .render import DocCard, doc_row, group_row
 from .search_index import SearchIndex
 from .text import clip, content_tokens, sentences, sha256_hex, tokens
-from .tree import Forest, Node
+from .tree import Forest, Node, build_forest
 
 NAVIGABILITY = "navigability"  # the manifest key
 SAMPLE_SIZE = 200  # documents probed
@@ -110,11 +110,10 @@ class TreeInputs:
     nav_files: dict[str, str]  # path -> rendered text of every nav file
 
     @classmethod
-    def load(cls, art: CorpusArtifacts, out) -> TreeInputs:
+    def load(cls, art: CorpusArtifacts, out: str | Path) -> TreeInputs:
         """The inputs of a compiled corpus, from its stage artifacts and its published (or staged) tree."""
         from .assets.publish import _cards  # the cards exactly as the compile rendered them
         from .incremental import previous_names
-        from .tree import build_forest
 
         forest = build_forest(art, previous_names(art))  # named as published
         docs = art.read_table("documents.parquet")
@@ -159,7 +158,8 @@ def diagnose(tree: TreeInputs, embed: Embed, *, sample: int = SAMPLE_SIZE, seed:
 def collapse(forest: Forest) -> dict:
     """Shares of the largest skills. Collapsed: the largest holds at least COLLAPSE_SHARE of the
     documents and at least half way from an even share to all of them (75% of two skills, 67%
-    of three, 60% from five on), so a lopsided pair of skills counts, an uneven ten does not."""
+    of three, 60% from five on), so 80/20 over two skills counts and 40% of ten does not; one
+    skill alone is a small corpus, not a collapse."""
     sizes = sorted((len(s.documents()) for s in forest.skills), reverse=True)
     total = sum(sizes) or 1
     largest, top2 = sizes[0] / total, sum(sizes[:2]) / total
@@ -253,7 +253,7 @@ def sibling_similarity(forest: Forest, index: _TreeIndex, row_vecs: np.ndarray) 
     if not every:
         return {"pairs": 0, "mean": None, "max": None, "top_level_mean": None, "top_level_max": None}
     pairs = np.concatenate(every)
-    return {"pairs": int(len(pairs)), "mean": round(float(pairs.mean()), 4), "max": round(float(pairs.max()), 4),
+    return {"pairs": len(pairs), "mean": round(float(pairs.mean()), 4), "max": round(float(pairs.max()), 4),
             "top_level_mean": round(float(np.mean(top)), 4) if len(top) else None,
             "top_level_max": round(float(np.max(top)), 4) if len(top) else None}
 
@@ -470,7 +470,7 @@ def _probe(tree: TreeInputs, index: _TreeIndex, questions: list[tuple[int, str, 
         return {k: round(float(values[kinds == k].mean()), 4) for k in QUESTION_KINDS if (kinds == k).any()}
 
     return {
-        "documents": int(len(set(docs.tolist()))), "questions": len(questions), "seed": seed,
+        "documents": len(set(docs.tolist())), "questions": len(questions), "seed": seed,
         "sample_digest": sha256_hex(*sorted(tree.doc_ids[r] for r in set(docs.tolist())))[:12],
         "beam": {"min": int(min(beams)), "mean": round(float(np.mean(beams)), 2), "max": int(max(beams))},
         "reach": _interval(outcomes["reach"], groups),
