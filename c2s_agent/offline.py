@@ -39,7 +39,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from c2s_pipeline.layout import ENTITY_INDEX_FILE
+from c2s_pipeline.layout import ENTITY_INDEX_FILE, SECTION_RELATED
+from c2s_pipeline.text import tokens
 
 from .compose import compose_answer
 from .navfile import Card, Group, NavFile, parse_nav_file
@@ -49,16 +50,23 @@ from .tools import Page, SearchHit, TreeTools, parse_document
 
 MAX_TERMS = 12  # question terms grepped for
 MAX_ENTITIES = 8  # entity-index entries read per question
-ENTITY_WINDOW = 82  # lines read per entity (indent-1 JSON: 4 lines per entry, ~20 entries)
+ENTITY_PLACES = 6  # places read per entity: the index lists them most-mentioned first
+ENTITY_WINDOW = 4 * ENTITY_PLACES + 2  # lines read per entity in indent-1 JSON (4 lines per entry)
+# Grep counts below a node rank the branch holding the answer first more often than the row's
+# text does (on development trees, at every level), so they count four times in the fusion.
+EVIDENCE_WEIGHT = 4.0
 RRF_K = 10.0  # small k: candidate lists are short (tens), so top ranks should count
 THIN_COVERAGE = 0.5  # below this share of the question's term weight a branch is "thin"
 REACHED_SHARE = 0.75  # backtrack when the leaves reached hold less of the question's term weight
 MISSING_SHARE = 0.1  # ... and only towards a missing term that carries this much of it
 MAX_BACKTRACKS = 2
 EMBED_CHARS = 2000  # document text embedded after the card, as the compiler does
-# Beam width from the first level's confidence: a clear winner needs few siblings kept,
-# an open call wants many (a prototype needed ~5 on small trees, ~10 on large ones).
-BEAM_MIN, BEAM_MAX = 3, 10
+# Nodes opened per level, from how far the level's best node stands out in fused score (its
+# third-best under CLEAR_LEAD of it: 2; its second-best at NEAR_TIE or more: 4; else 3). On
+# development trees the branch holding the answer ranked first or second in all but a few
+# levels with a clear lead, and within the top three in nearly all of the rest.
+BEAM_MIN, BEAM_MAX = 3, 5
+CLEAR_LEAD, NEAR_TIE = 0.85, 0.95
 ROUTE_BELOW = 0.8  # routing confidence under which search results join the candidates (tuned on WixQA dev)
 SEARCH_HITS = 10  # documents asked of the search tool when routing to it
 SEARCH_READ = 5  # of those, always read with get_document (not only when the cards rank them)
@@ -92,8 +100,8 @@ class Navigator:
         self.budget = budget
         skills = tools.tree.skills  # the preloaded context: names, descriptions, sizes
         self.documents = sum(s.documents for s in skills) or 1
-        self.fixed_beam = max(2, beam) if beam else None
-        self.beam = self.fixed_beam or BEAM_MAX  # set from the first level's confidence
+        self.fixed_beam = max(1, beam) if beam else None
+        self.widths: list[int] = []  # nodes opened per level, as each level's confidence chose
         self.route = route and tools.has_search
         self.route_below = route_below
         self.fetch = max(1, fetch)
@@ -121,7 +129,8 @@ class Navigator:
         ranked, pages = self._rank(cards, hits)
         text = compose_answer(question, [pages[d] for d in ranked[:3]], self.qterms, self.embed)
         path = self._path(ranked, cards, len(citations_in(text)))
-        usage = {"beam": self.beam, "routed": bool(hits),
+        usage = {"beam": round(sum(self.widths) / max(1, len(self.widths)), 2), "widths": self.widths,
+                 "routed": bool(hits),
                  **{f"confidence_{k}": round(v, 4) for k, v in self.confidence.items()}}
         return Reply(text, ranked, path, self.budget.used, list(self.read), self.notes, usage)
 
@@ -160,8 +169,15 @@ class Navigator:
         words = [re.escape(w) for w in dict.fromkeys(self.qterms) if len(w) >= 3 and "'" not in w]
         if not words:
             return {}
+        # Only keys made wholly of the question's words (stems, or its filler words), so the
+        # output is the entities it names, not every key that contains one of its words.
+        fill = [re.escape(w) for w in dict.fromkeys(tokens(self.question)) if "'" not in w and w not in words]
+        stem, sep = f"({'|'.join(words)})[a-z0-9]*", '[^a-z0-9\"]+'
+        word = f"({stem}|{'|'.join(fill)})" if fill else stem
+        lead = f"(({'|'.join(fill)}){sep})*" if fill else ""
         out = self.tools.code_execution(
-            f"grep -n -i -E '^ *\"[^\"]*({'|'.join(words)})[^\"]*\": *\\[' {ENTITY_INDEX_FILE}")
+            f"grep -n -o -i -E '^ *\"{lead}{stem}({sep}{word})*\": *\\[({{[^{{}}]*}}[, ]*){{0,{ENTITY_PLACES}}}' "
+            f"{ENTITY_INDEX_FILE}")
         qset = set(terms(self.question))
         named = []
         for line in out.splitlines():
@@ -198,8 +214,8 @@ class Navigator:
             self._score(frontier)
             frontier.sort(key=lambda n: -n.score)
             if not level:
-                self._set_beam(frontier)
-            width = self.beam if level else max(2, min(self.beam, len(frontier)))
+                self._set_confidence(frontier)
+            width = self._width(frontier)
             chosen, rest = frontier[:width], frontier[width:]
             best = frontier[0].score or 1.0
             pending += [_Node(n.group, n.parent, n.score / best) for n in rest]
@@ -257,35 +273,59 @@ class Navigator:
                         self._count([k.group for k in kids], {k.group.path: k.parent for k in kids})
                         self._score(kids)
                         kids.sort(key=lambda n: -n.score)
-                        width = max(2, self.beam // 2)
+                        width = BEAM_MIN
                         frontier += kids[:width]
                         best = kids[0].score or 1.0
                         pending += [_Node(k.group, k.parent, k.score / best) for k in kids[width:]]
         return leaves
 
     def _open(self, nodes: list[_Node]) -> list[NavFile]:
-        """One round: cat each node's nav file."""
+        """Open nodes: one round lists their folders (``ls``), and a node with sub-folders is
+        known by its children's names; a leaf's rows (its cards) are read in one more round.
+        Reading every inner node's rows costs ~3 KB a node and, next to the grep counts below
+        each child, changed few choices on development trees; the leaves' cards are what the
+        answer is ranked on."""
+        nodes = [n for n in dict((n.group.path, n) for n in nodes).values() if n.group.path not in self.read]
         if not nodes or not self.budget.take():
             return []
-        opened = []
-        for node in nodes:
-            path = node.group.path
-            if path in self.read:
+        folders = {posixpath.dirname(n.group.path): n for n in nodes}
+        listing = _ls_children(self.tools.code_execution("ls " + " ".join(map(shlex.quote, folders))), list(folders))
+        opened, leaves = [], []
+        for folder, node in folders.items():
+            if folder not in listing:
+                continue  # a missing or refused folder: nothing to open
+            if not listing[folder]:
+                leaves.append(node)
                 continue
-            text = self.tools.code_execution(f"cat {shlex.quote(path)}")
-            if not text.startswith("---"):
-                continue  # a missing or refused file: its error text is not a nav file
-            nav = parse_nav_file(text, path)
-            self.read[path] = nav
-            self.parents[path] = node.parent
-            opened.append(nav)
+            nav = NavFile(path=node.group.path, name=posixpath.basename(folder),
+                          groups=[Group(k, f"{folder}/{k}/INDEX.md", 0, k.replace("-", " ")) for k in listing[folder]])
+            opened.append(self._keep(nav, node))
+        if leaves and self.budget.take():
+            for node in leaves:
+                # The rows and their section headings: the node's own description was on its
+                # parent's row, so the frontmatter and summary prose add bytes, not choices.
+                text = self.tools.code_execution(f"grep -E '^(## |- )' {shlex.quote(node.group.path)}")
+                if text.startswith("## "):  # else an error: not a nav file
+                    opened.append(self._keep(parse_nav_file(text, node.group.path), node))
         return opened
+
+    def _keep(self, nav: NavFile, node: _Node) -> NavFile:
+        self.read[nav.path] = nav
+        self.parents[nav.path] = node.parent
+        return nav
 
     def _related_jump(self, opened: list[NavFile]) -> list[NavFile]:
         """Follow ## Related skills when the chosen skills are thin on the question's terms."""
-        if not opened or max(self._coverage(n.path) for n in opened) >= THIN_COVERAGE:
+        if not opened or max(self._coverage(n.path) for n in opened) >= THIN_COVERAGE or not self._can_descend(2):
             return []
-        related = {g.path: g for nav in opened for g in nav.related if g.path not in self.read}
+        # Related-skill rows are the only rows that link to a sibling skill (../NAME/SKILL.md).
+        self.budget.take()
+        related: dict[str, Group] = {}
+        for nav in opened:
+            text = self.tools.code_execution(f"grep -E '^- \\[.*\\]\\(\\.\\./' {shlex.quote(nav.path)}")
+            for g in parse_nav_file(f"{SECTION_RELATED}\n{text}", nav.path).related:
+                if g.path not in self.read:
+                    related.setdefault(g.path, g)
         if not related:
             return []
         nodes = [_Node(g, "") for g in related.values()]
@@ -302,7 +342,7 @@ class Navigator:
         lex = bm25(self.qterms, [terms(t) for t in texts])
         evidence = self._evidence([n.group for n in nodes])
         entity = [sum(w for p, w in self.entity_hits.items() if _under(p, n.group.path)) for n in nodes]
-        fused = rrf(emb, lex, evidence, entity, k=RRF_K)
+        fused = rrf(emb, lex, evidence, entity, k=RRF_K, weights=(1.0, 1.0, EVIDENCE_WEIGHT, 1.0))
         for node, score in zip(nodes, fused):
             node.score = float(score)
 
@@ -327,15 +367,25 @@ class Navigator:
 
     # -- routing ------------------------------------------------------------------------
 
-    def _set_beam(self, skills: list[_Node]) -> None:
-        """The first level's confidence (how far the best skill stands out from the runner-up
-        in fused score, and how much of the question's term weight lies below it) sets the
-        beam: narrow when one skill clearly holds the question, wide when the call is open."""
+    def _set_confidence(self, skills: list[_Node]) -> None:
+        """The first level's confidence for routing: how far the best skill stands out from
+        the runner-up in fused score, and how much of the question's term weight lies below it."""
         best = skills[0].score or 1.0
         margin = 1.0 - (skills[1].score / best if len(skills) > 1 else 0.0)
-        self.confidence["first_level"] = conf = self._coverage(skills[0].group.path) * (0.5 + 0.5 * margin)
-        if self.fixed_beam is None:
-            self.beam = round(BEAM_MAX - (BEAM_MAX - BEAM_MIN) * conf)
+        self.confidence["first_level"] = self._coverage(skills[0].group.path) * (0.5 + 0.5 * margin)
+
+    def _width(self, ranked: list[_Node]) -> int:
+        """How many of this level's best nodes to open, from how far the best stands out: when
+        the third is well behind the first the answer lies below one of the top two; when the
+        second nearly ties the first the call is open. Not from the corpus size."""
+        if self.fixed_beam:
+            width = self.fixed_beam
+        else:
+            best = ranked[0].score or 1.0
+            second, third = (ranked[i].score / best if len(ranked) > i else 0.0 for i in (1, 2))
+            width = BEAM_MIN if third < CLEAR_LEAD else BEAM_MAX if second >= NEAR_TIE else BEAM_MIN + 1
+        self.widths.append(width)
+        return min(width, len(ranked))
 
     def _reach(self, leaves: list[NavFile]) -> float:
         """Share of the question's term weight (terms the tree has) found in the leaves reached."""
@@ -445,3 +495,20 @@ def _entity_entries(text: str) -> list[tuple[str, int]]:
                 entries.append((path, int(value)))
                 path = None
     return entries
+
+
+def _ls_children(text: str, folders: list[str]) -> dict[str, list[str]]:
+    """``ls FOLDER...`` output -> {folder: its sub-folders}; folders ls could not list are left out."""
+    out: dict[str, list[str]] = {}
+    current = folders[0] if len(folders) == 1 else None  # one folder: ls prints no heading
+    if current and text.startswith(("ls:", "error:")):
+        return out
+    if current:
+        out[current] = []
+    for line in text.splitlines():
+        if line.endswith(":") and line[:-1] in folders:
+            current = line[:-1]
+            out[current] = []
+        elif current and line.endswith("/"):
+            out[current].append(line[:-1])
+    return out

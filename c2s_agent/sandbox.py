@@ -453,13 +453,13 @@ class Sandbox:
         return _text(out)
 
     def _grep(self, args: list[str], stdin: str | None) -> str:
-        opts, ops = self._options("grep", args, "rRinlcEwvFIhH", valued="e", repeated="e")
+        opts, ops = self._options("grep", args, "rRinlcEwvFIhHo", valued="e", repeated="e")
         if "e" in opts:  # every -e counts: a line matches if any of them does
             patterns = list(opts["e"])  # type: ignore[arg-type]
         elif ops:
             patterns = [ops.pop(0)]
         else:
-            raise SandboxError("grep: usage: grep [-rinlcEwvF] PATTERN [path...]")
+            raise SandboxError("grep: usage: grep [-rinlcEwvFo] PATTERN [path...]")
         match = self._matcher(patterns, opts)
         recursive = "r" in opts or "R" in opts
         ops = self._expand(ops) or ([""] if recursive else [])  # grep -r PATTERN: whole tree
@@ -476,6 +476,9 @@ class Sandbox:
             prefix = f"{label}:" if named else ""
             if "c" in opts:
                 out.append(f"{prefix}{len(hits)}")
+            elif "o" in opts and "v" not in opts:  # each non-empty match on its own line
+                out += [prefix + (f"{n}:" if "n" in opts else "") + part
+                        for n, line in hits for part in match.parts(line)]
             else:
                 out += [prefix + (f"{n}:" if "n" in opts else "") + line for n, line in hits]
         return _text(out)
@@ -520,10 +523,10 @@ class Sandbox:
             raise SandboxError("grep: regular expressions need the 'regex' package here; "
                                "use -F for a fixed string")
 
-        def search(rx: re.Pattern[str], line: str, seconds: float) -> object:
+        def search(rx: re.Pattern[str], line: str, seconds: float, pos: int = 0) -> re.Match[str] | None:
             if _regex is not None:
-                return rx.search(line, timeout=seconds)
-            return _search_with_alarm(rx, line, seconds) if use_alarm else rx.search(line)
+                return rx.search(line, pos, timeout=seconds)
+            return _search_with_alarm(rx, line, seconds, pos) if use_alarm else rx.search(line, pos)
 
         budget = self.regex_timeout_s
         timeout = SandboxError(
@@ -531,28 +534,45 @@ class Sandbox:
             "simplify it (avoid nested quantifiers like (a+)+) or use -F for a fixed string")
         lines_seen = 0
 
-        def match(line: str) -> bool:
-            nonlocal budget, lines_seen
-            lines_seen += 1
-            if lines_seen % 256 == 0:
-                self._check()
+        def first(line: str, pos: int = 0, *, earliest: bool = False) -> re.Match[str] | None:
+            """The first pattern's match at or after ``pos`` (``earliest``: the match that starts
+            first among all patterns, as ``grep -o`` prints them), within the time budget."""
+            nonlocal budget
             start = time.monotonic()
-            found = False
+            found = None
             for rx in compiled:
                 left = budget - (time.monotonic() - start)
                 if left <= 0:
                     raise timeout
                 try:
                     # Never past the command's own deadline either.
-                    if search(rx, line, min(left, max(self._deadline - time.monotonic(), 1e-3))):
-                        found = True
-                        break
+                    m = search(rx, line, min(left, max(self._deadline - time.monotonic(), 1e-3)), pos)
                 except TimeoutError:
                     self._check()  # the command's deadline, if that is what ran out
                     raise timeout from None
+                if m and (found is None or m.start() < found.start()):
+                    found = m
+                    if not earliest:
+                        break
             budget -= time.monotonic() - start
             return found
 
+        def match(line: str) -> bool:
+            nonlocal lines_seen
+            lines_seen += 1
+            if lines_seen % 256 == 0:
+                self._check()
+            return first(line) is not None
+
+        def parts(line: str) -> list[str]:
+            found, pos = [], 0
+            while pos <= len(line) and (m := first(line, pos, earliest=True)):
+                if m.end() > m.start():
+                    found.append(m.group(0))
+                pos = m.end() if m.end() > pos else pos + 1
+            return found
+
+        match.parts = parts  # type: ignore[attr-defined]
         return match
 
     def _find(self, args: list[str], stdin: str | None) -> str:
@@ -782,7 +802,7 @@ def _gnu_to_python(pattern: str, extended: bool) -> str:
     return "".join(out)
 
 
-def _search_with_alarm(rx: re.Pattern[str], line: str, seconds: float) -> re.Match[str] | None:
+def _search_with_alarm(rx: re.Pattern[str], line: str, seconds: float, pos: int = 0) -> re.Match[str] | None:
     """Fallback bound for stdlib `re`, which checks for signals while it backtracks."""
     def expire(signum: int, frame: object) -> None:
         raise TimeoutError
@@ -790,7 +810,7 @@ def _search_with_alarm(rx: re.Pattern[str], line: str, seconds: float) -> re.Mat
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        return rx.search(line)
+        return rx.search(line, pos)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)

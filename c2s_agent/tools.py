@@ -38,7 +38,7 @@ TOOL_SCHEMAS: list[dict] = [
         "name": "code_execution",
         "description": (
             "Run one read-only shell command line over the compiled skill tree (the current "
-            "directory, '/'). Supported: ls, cat, head, tail, grep (-r -i -l -c -n -w -v -E -F), "
+            "directory, '/'). Supported: ls, cat, head, tail, grep (-r -i -l -c -n -w -v -o -E -F), "
             "find, wc, sort, uniq, joined with '|'. The tree holds skills/<skill>/SKILL.md, "
             "nested <group>/INDEX.md files and entity_index.json. Output is capped; narrow with "
             "grep or page with head/tail."),

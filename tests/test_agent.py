@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import glob
 import json
+import posixpath
+import shlex
 import threading
 import time
 from pathlib import Path
@@ -370,14 +372,34 @@ def test_routing_reaches_a_document_the_tree_misfiles(searchable):
     assert routed.fetched[0] == "shipping-times" and not routed.flags
 
 
-def test_beam_follows_routing_confidence_not_corpus_size(searchable):
-    from c2s_agent.offline import BEAM_MAX, BEAM_MIN
+def test_beam_width_follows_how_far_the_best_node_stands_out(searchable):
+    from c2s_agent.agent import TurnBudget
+    from c2s_agent.navfile import Group
+    from c2s_agent.offline import BEAM_MAX, BEAM_MIN, Navigator, _Node
+    from c2s_agent.tools import TreeTools
 
     result = answer("refund policy", searchable)
-    assert BEAM_MIN <= result.usage["beam"] <= BEAM_MAX
-    conf = result.usage["confidence_first_level"]
-    assert result.usage["beam"] == round(BEAM_MAX - (BEAM_MAX - BEAM_MIN) * conf)
-    assert answer("refund policy", searchable, beam=2).usage["beam"] == 2  # an explicit beam wins
+    assert result.usage["widths"] and all(BEAM_MIN <= w <= BEAM_MAX for w in result.usage["widths"])
+    navigator = Navigator(TreeTools(searchable), budget=TurnBudget())
+
+    def ranked(*scores: float) -> list:
+        return [_Node(Group(f"n{i}", f"skills/n{i}/SKILL.md", 1, ""), "", s) for i, s in enumerate(scores)]
+
+    assert navigator._width(ranked(1.0, 0.9, 0.5, 0.4)) == BEAM_MIN  # the third is far behind
+    assert navigator._width(ranked(1.0, 0.97, 0.96, 0.9, 0.9, 0.9)) == BEAM_MAX  # a near tie
+    assert navigator._width(ranked(1.0, 0.9, 0.9, 0.9)) == BEAM_MIN + 1
+    assert navigator._width(ranked(1.0, 0.99)) == 2  # never more than there are
+    assert set(answer("refund policy", searchable, beam=2).usage["widths"]) == {2}  # an explicit beam wins
+
+
+def test_inner_nodes_are_listed_and_only_leaves_are_read(searchable):
+    result = answer("How long do refunds take?", searchable, route=False)
+    commands = [c.input["command"] for c in result.trace if c.tool == "code_execution"]
+    assert not any(c.startswith("cat ") for c in commands)
+    assert any(c.startswith("ls skills/") for c in commands)
+    read = [c.split()[-1] for c in commands if c.startswith("grep -E '^(## |- )'")]
+    assert read and all((searchable / f).read_text().count("## Documents") == 1 for f in read)
+    assert "refund-policy" in result.fetched[:3]
 
 
 def test_survey_greps_per_node_not_the_whole_tree(searchable):
@@ -549,9 +571,13 @@ def test_navigator_acts_only_through_the_tools_and_navigates(wixqa):
         used = {c.tool for c in result.trace}
         assert used == {"code_execution", "get_document"} | ({"search"} if result.usage["routed"] else set())
         commands = [c.input["command"] for c in result.trace if c.tool == "code_execution"]
-        assert all(c.split()[0] in {"cat", "grep", "find", "head"} for c in commands)
-        assert any(c.startswith("cat skills/") for c in commands)
+        assert all(c.split()[0] in {"ls", "grep", "head"} for c in commands)
+        assert any(c.startswith("ls skills/") for c in commands)
         seen = "\n".join(tools.seen)
         for doc_id in result.fetched:
             assert f"`{doc_id}`" in seen, (q["id"], doc_id)
-        assert len(result.visited) == sum(c.startswith("cat skills/") for c in commands)
+        # Each node visited was listed (its folder) or read (a leaf's rows), once.
+        assert len(result.visited) == len(set(result.visited))
+        for path in result.visited:
+            assert any(shlex.quote(posixpath.dirname(path)) in c.split() or c.endswith(f" {shlex.quote(path)}")
+                       for c in commands), path

@@ -135,8 +135,6 @@ def test_nav_files_stay_under_4kb_at_p95(compiled):
     assert f"p95 {_p95(sizes)} B" in compiled.manifest["checks"]["nav_file_sizes"]["description"]
 
 
-@pytest.mark.xfail(reason="skill_tree builds each row's DocCard from cards.parquet without its identifiers "
-                          "column until c2s_pipeline/assets/publish.py passes it on", strict=False)
 def test_identifiers_from_document_bodies_show_on_their_leaf_rows(sample_tree):
     texts = {d.doc_id: d.text for d in read_corpus(sample_tree.source).documents}
     rows = [c for f in nav_files(sample_tree.out)

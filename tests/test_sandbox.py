@@ -173,7 +173,7 @@ def test_grep_suppresses_names_and_names_unsupported_options(sb):
         "No refund on shipping fees."
     )
     assert sb.run("grep -rA 2 refund skills") == (
-        "grep: unsupported option '-A'; supported: -r -R -i -n -l -c -E -w -v -F -I -h -H -e"
+        "grep: unsupported option '-A'; supported: -r -R -i -n -l -c -E -w -v -F -I -h -H -o -e"
     )
 
 
@@ -321,6 +321,18 @@ def test_grep(sb):
         "See refunds/INDEX.md for the refund process.")
     assert sb.run("grep -c b long.txt") == "1"
     assert sb.run("grep refund skills") == "grep: skills: Is a directory"
+
+
+def test_grep_only_matching(sb):
+    # Each match on its own line, in line order, with the line number and file name if asked.
+    assert sb.run("grep -o -i 'refunds*' skills/billing/SKILL.md") == "Refund\nrefunds\nrefunds\nrefund"
+    assert sb.run("grep -n -o -E 'refunds?/[A-Z]+' skills/billing/SKILL.md") == "4:refunds/INDEX"
+    assert sb.run("grep -r -o -e monthly -e Invoices skills/billing") == (
+        "skills/billing/SKILL.md:Invoices\nskills/billing/SKILL.md:monthly")  # in line order, not -e order
+    assert sb.run("grep -o -i refund skills/billing/SKILL.md | sort | uniq -c") == "      1 Refund\n      3 refund"
+    assert sb.run("grep -o -E '\"[a-z]+\": \\[[^]]*' entity_index.json") == (
+        '"refund": [{"path": "skills/billing/SKILL.md", "mentions": 3}')
+    assert sb.run("grep -o -E 'x*' skills/shipping/SKILL.md") == ""  # empty matches print nothing
 
 
 def test_find(sb):

@@ -147,7 +147,8 @@ def related_skills(forest: Forest, found: dict[str, Entities]) -> dict[str, list
 
 def _cards(art: CorpusArtifacts) -> dict[str, DocCard]:
     frame = art.read_table("cards.parquet")
-    return {r["doc_id"]: DocCard(r["doc_id"], r["title"], r["one_line"], list(r["phrases"]))
+    return {r["doc_id"]: DocCard(r["doc_id"], r["title"], r["one_line"], list(r["phrases"]),
+                                 list(r.get("identifiers") or []))
             for r in frame.iter_rows(named=True)}
 
 
