@@ -70,6 +70,7 @@ CLEAR_LEAD, NEAR_TIE = 0.85, 0.95
 ROUTE_BELOW = 0.8  # routing confidence under which search results join the candidates (tuned on WixQA dev)
 SEARCH_HITS = 10  # documents asked of the search tool when routing to it
 SEARCH_READ = 5  # of those, always read with get_document (not only when the cards rank them)
+SEARCH_LEAD_WEIGHT = 2.0  # extra weight of the search ranking when its best hit stands out
 
 
 def navigate(question: str, tools: TreeTools, *, budget: TurnBudget | None = None,
@@ -108,6 +109,7 @@ class Navigator:
         self.confidence = {"first_level": 1.0, "reach": 1.0, "routing": 1.0}
         self.embed = embedder()
         self.skills = [Group(s.name, s.path, s.documents, s.description) for s in skills]
+        self.levels = {s.path: s.level for s in skills}  # from the skills' frontmatter; below: one less a step
         self.read: dict[str, NavFile] = {}
         self.parents: dict[str, str] = {}
         self.notes: list[str] = []
@@ -135,7 +137,8 @@ class Navigator:
         return Reply(text, ranked, path, self.budget.used, list(self.read), self.notes, usage)
 
     def _can_descend(self, rounds: int = 1) -> bool:
-        return self.budget.left > rounds  # keep one round for get_document
+        # Keep a round for get_document, and one for the search tool when it may be asked.
+        return self.budget.left > rounds + self.route
 
     # -- survey -------------------------------------------------------------------------
 
@@ -288,9 +291,13 @@ class Navigator:
         nodes = [n for n in dict((n.group.path, n) for n in nodes).values() if n.group.path not in self.read]
         if not nodes or not self.budget.take():
             return []
-        folders = {posixpath.dirname(n.group.path): n for n in nodes}
-        listing = _ls_children(self.tools.code_execution("ls " + " ".join(map(shlex.quote, folders))), list(folders))
-        opened, leaves = [], []
+        # A node one step above the documents (its height known from its skill's) is read at
+        # once; any other is listed first, and read in one more round if it turns out a leaf.
+        leaves = [n for n in nodes if self.levels.get(n.group.path) == 1]
+        folders = {posixpath.dirname(n.group.path): n for n in nodes if n not in leaves}
+        listing = _ls_children(self.tools.code_execution("ls " + " ".join(map(shlex.quote, folders))),
+                               list(folders)) if folders else {}
+        opened: list[NavFile] = []
         for folder, node in folders.items():
             if folder not in listing:
                 continue  # a missing or refused folder: nothing to open
@@ -300,7 +307,10 @@ class Navigator:
             nav = NavFile(path=node.group.path, name=posixpath.basename(folder),
                           groups=[Group(k, f"{folder}/{k}/INDEX.md", 0, k.replace("-", " ")) for k in listing[folder]])
             opened.append(self._keep(nav, node))
-        if leaves and self.budget.take():
+            height = self.levels.get(node.group.path, 0)
+            for g in nav.groups:
+                self.levels[g.path] = height - 1 if height > 1 else 0
+        if leaves and (not folders or self.budget.take()):
             for node in leaves:
                 # The rows and their section headings: the node's own description was on its
                 # parent's row, so the frontmatter and summary prose add bytes, not choices.
@@ -401,7 +411,7 @@ class Navigator:
         reach = self._reach(leaves) if leaves else 0.0
         self.confidence["reach"] = reach
         self.confidence["routing"] = conf = reach * (0.5 + 0.5 * self.confidence["first_level"])
-        if not self.route or conf >= self.route_below or not self._can_descend():
+        if not self.route or conf >= self.route_below or self.budget.left < 2:  # this round and one for get_document
             return []
         self.budget.take()
         hits = self.tools.search_hits(self.question, SEARCH_HITS)
@@ -435,7 +445,9 @@ class Navigator:
         card_lex = bm25(self.qterms, [terms(t) for t in texts])
         searched = {h.doc_id: 1.0 / (1 + i) for i, h in enumerate(hits)}
         flat = np.array([searched.get(d, 0.0) for d in ids])
-        first = rrf(card_emb, card_lex, *([flat] if hits else []), k=RRF_K)
+        searched_weight = _search_weight(hits)
+        first = rrf(card_emb, card_lex, *([flat] if hits else []), k=RRF_K,
+                    weights=[1.0, 1.0, searched_weight][:2 + bool(hits)])
         order = [ids[i] for i in np.argsort(-first, kind="stable")[: self.fetch]]
         order += [h.doc_id for h in hits[:SEARCH_READ] if h.doc_id not in order]
         pages: dict[str, Page] = {}
@@ -450,10 +462,9 @@ class Navigator:
         doc_texts = [embedding_text(cards[d], pages[d].text) for d in kept]
         doc_emb = self.embed(doc_texts) @ self.qvec
         doc_lex = bm25(self.qterms, [terms(f"{pages[d].title} {pages[d].text}") for d in kept])
-        signals = [card_emb[[at[d] for d in kept]], card_lex[[at[d] for d in kept]], doc_emb, doc_lex]
-        if hits:
-            signals.append(flat[[at[d] for d in kept]])
-        final = rrf(*signals, k=RRF_K)
+        final = rrf(card_emb[[at[d] for d in kept]], card_lex[[at[d] for d in kept]], doc_emb, doc_lex, k=RRF_K)
+        if hits:  # two rankings, navigation's and the search tool's, fused as lists
+            final = rrf(final, flat[[at[d] for d in kept]], k=RRF_K, weights=[1.0, searched_weight])
         ranked = [kept[i] for i in np.argsort(-final, kind="stable")]
         return ranked, pages
 
@@ -468,6 +479,15 @@ class Navigator:
             chain.append(nav.name if nav else posixpath.basename(posixpath.dirname(home)))
             home = self.parents.get(home, "")
         return " → ".join(["skills", *reversed(chain), f"{cited} doc{'s' * (cited != 1)}"])
+
+
+def _search_weight(hits: list[SearchHit]) -> float:
+    """How much the search tool's ranking counts against navigation's: more when its best hit
+    stands out (on development sets a best hit scoring well above the second was the right
+    document ~95% of the time; a near tie, about half the time)."""
+    if len(hits) < 2 or hits[0].score <= 0:
+        return 1.0 + SEARCH_LEAD_WEIGHT
+    return 1.0 + SEARCH_LEAD_WEIGHT * (1.0 - hits[1].score / hits[0].score)
 
 
 def embedding_text(card: Card, text: str) -> str:

@@ -25,6 +25,7 @@ class Skill:
     description: str
     path: str  # skills/<name>/SKILL.md, relative to the tree root
     documents: int
+    level: int = 0  # its height in the tree (1: it lists documents itself); 0: not recorded
 
 
 class Tree:
@@ -60,16 +61,24 @@ class Tree:
                 meta = parse_frontmatter(path.read_text(encoding="utf-8"))
             except (ValueError, yaml.YAMLError):
                 continue  # a malformed skill is skipped rather than breaking every question
-            docs = (meta.get("metadata") or {}).get("documents", 0)
+            extra = meta.get("metadata") or {}
             out.append(Skill(str(meta.get("name") or path.parent.name),
                              " ".join(str(meta.get("description", "")).split()),
-                             path.relative_to(self.root).as_posix(), int(docs or 0)))
+                             path.relative_to(self.root).as_posix(), _whole(extra.get("documents")),
+                             _whole(extra.get("level"))))
         if not out:
             raise TreeError(f"no skills in {self.root / SKILLS_DIR}")
         return out
 
     def __repr__(self) -> str:
         return f"Tree({str(self.root)!r})"
+
+
+def _whole(value: object) -> int:
+    try:
+        return max(0, int(value))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return 0
 
 
 def open_tree(tree: Tree | str | os.PathLike[str]) -> Tree:
