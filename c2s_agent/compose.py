@@ -12,7 +12,7 @@ import numpy as np
 
 from c2s_pipeline.text import sentences, strip_markdown
 
-from .scoring import terms
+from c2s_pipeline.text import terms
 from .tools import Page
 
 FACTUAL_WORDS = 80

@@ -40,11 +40,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from c2s_pipeline.layout import ENTITY_INDEX_FILE, SECTION_RELATED
-from c2s_pipeline.text import tokens
+from c2s_pipeline.text import query_terms, terms, tokens
 
 from .compose import compose_answer
 from .navfile import Card, Group, NavFile, parse_nav_file
-from .scoring import bm25, embedder, query_terms, rrf, terms
+from .scoring import bm25, embedder, rrf
 from .agent import Reply, TurnBudget, citations_in
 from .tools import Page, SearchHit, TreeTools, parse_document
 

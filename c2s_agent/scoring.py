@@ -1,4 +1,4 @@
-"""Scoring helpers for the offline navigator: terms, small-set BM25, reciprocal rank fusion and
+"""Scoring helpers for the offline navigator: small-set BM25, reciprocal rank fusion and
 the embedded sentence encoder (loaded once per process, embeddings memoised by text)."""
 
 from __future__ import annotations
@@ -10,30 +10,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from c2s_pipeline.text import content_tokens
-
-# Question words that carry no topic, on top of the compiler's stop words.
-QUESTION_WORDS = frozenset(
-    "how what why when where which who whom whose does did do is are was were can could would "
-    "should will shall possible anyone someone something anything please thanks thank hi hello "
-    "help want wanted trying tried try know wondering question questions able unable".split())
-
-
-def stem(token: str) -> str:
-    """A deliberately light stemmer (plural and -ing/-ed forms) so 'payments' meets 'payment'."""
-    for suffix, keep in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
-        if token.endswith(suffix) and len(token) - len(suffix) >= 4 and not token.endswith("ss"):
-            return token[: -len(suffix)] + keep
-    return token
-
-
-def terms(text: str) -> list[str]:
-    """Stemmed content terms of ``text``, in order (duplicates kept)."""
-    return [stem(t) for t in content_tokens(text) if t not in QUESTION_WORDS]
-
-
-def query_terms(text: str) -> list[str]:
-    return list(dict.fromkeys(terms(text)))
 
 
 def bm25(query: Sequence[str], docs: Sequence[Sequence[str]], k1: float = 1.2, b: float = 0.75,

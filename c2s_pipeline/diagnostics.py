@@ -52,7 +52,7 @@ from .artifacts import CorpusArtifacts
 from .hierarchy import normalise
 from .render import DocCard, doc_row, group_row
 from .search_index import SearchIndex
-from .text import clip, content_tokens, sentences, sha256_hex, tokens
+from .text import clip, content_tokens, query_terms, sentences, sha256_hex, terms, tokens
 from .tree import Forest, Node, build_forest
 
 NAVIGABILITY = "navigability"  # the manifest key
@@ -69,29 +69,6 @@ COVERED_SHARE = 0.5  # a document is "covered" when at least this share of its k
 COLLAPSE_SHARE = 0.6  # the least share of the documents under the largest skill that is a collapse
 QUESTION_KINDS = ("title", "lead", "body")
 STUB_TITLE_CHARS = 80  # an @see group stub shows its target's title, clipped so
-
-# Question words that carry no topic (the navigator's list), on top of the compiler's stop words.
-QUESTION_WORDS = frozenset(
-    "how what why when where which who whom whose does did do is are was were can could would "
-    "should will shall possible anyone someone something anything please thanks thank hi hello "
-    "help want wanted trying tried try know wondering question questions able unable".split())
-
-
-def stem(token: str) -> str:
-    """The navigator's light stemmer (plurals, -ing/-ed), so terms match as it matches them."""
-    for suffix, keep in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
-        if token.endswith(suffix) and len(token) - len(suffix) >= 4 and not token.endswith("ss"):
-            return token[: -len(suffix)] + keep
-    return token
-
-
-def terms(text: str) -> list[str]:
-    return [stem(t) for t in content_tokens(text) if t not in QUESTION_WORDS]
-
-
-def query_terms(text: str) -> list[str]:
-    return list(dict.fromkeys(terms(text)))
-
 
 Embed = Callable[[Sequence[str]], np.ndarray]  # texts -> L2-normalised rows
 

@@ -51,6 +51,31 @@ def tokens(text: str) -> list[str]:
 def content_tokens(text: str) -> list[str]:
     return [t for t in tokens(text) if t not in STOPWORDS and len(t) > 1 and not t.isdigit()]
 
+# Question words that carry no topic, on top of the stop words: what a question is asked with.
+QUESTION_WORDS = frozenset(
+    "how what why when where which who whom whose does did do is are was were can could would "
+    "should will shall possible anyone someone something anything please thanks thank hi hello "
+    "help want wanted trying tried try know wondering question questions able unable".split())
+
+
+def stem(token: str) -> str:
+    """A deliberately light stemmer (plural and -ing/-ed forms) so 'payments' meets 'payment'."""
+    for suffix, keep in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
+        if token.endswith(suffix) and len(token) - len(suffix) >= 4 and not token.endswith("ss"):
+            return token[: -len(suffix)] + keep
+    return token
+
+
+def terms(text: str) -> list[str]:
+    """Stemmed content terms of ``text``, in order (duplicates kept): what a question and a
+    nav row are matched on, by the navigator and by the compiler's navigability probe alike."""
+    return [stem(t) for t in content_tokens(text) if t not in QUESTION_WORDS]
+
+
+def query_terms(text: str) -> list[str]:
+    return list(dict.fromkeys(terms(text)))
+
+
 
 def sentences(text: str) -> list[str]:
     out = []

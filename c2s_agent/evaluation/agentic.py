@@ -28,11 +28,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from c2s_pipeline.llm.clients import ChatClient, ToolCall
-from c2s_pipeline.text import content_tokens
+from c2s_pipeline.text import QUESTION_WORDS, content_tokens
 
 from ..agent import TurnBudget, citations_in
 from ..providers import DEFAULT_MAX_TOKENS, Session
-from ..scoring import QUESTION_WORDS
 from .answering import ANSWER_SYSTEM, Answerer
 from .baselines import CONTEXT_DOCS, RANK_DEPTH, Baselines, Retrieved
 

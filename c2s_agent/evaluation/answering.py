@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from c2s_pipeline.llm.clients import ChatClient
+from c2s_pipeline.text import query_terms
 
 from ..compose import compose_answer
-from ..scoring import embedder, query_terms
+from ..scoring import embedder
 from ..tools import Page
 
 PROVIDERS = ("offline", "anthropic", "openai")
