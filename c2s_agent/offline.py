@@ -8,26 +8,27 @@ One question, in rounds ("turns") of tool calls:
    per node, so what is read grows with the skills, not the tree) and an entity-index lookup
    for entities the question names;
 2. descend: score the candidate nodes of this level (skills, then sub-groups and ``@see``
-   group stubs of the nodes read) by reciprocal rank fusion of embedding similarity to the row,
-   BM25 on the row, grep evidence below the node and entity-index hits; ``cat`` the best
-   ``beam`` of them; below the first level the grep counts cover only the children of the
-   nodes opened (the beam's branches); repeat down to the leaves; jump to related skills when
-   the chosen skills are thin, and backtrack to the best unexplored node when the leaves
-   reached look poor. The beam width follows the routing confidence of the first level (how
-   far the best skill stands out), not the corpus size;
+   group stubs of the nodes opened) by reciprocal rank fusion of embedding similarity to the
+   row (or the node's name), BM25 on it, grep evidence below the node (weighted most) and
+   entity-index hits; open the best 3-5 (as far as the best stands out): an inner node is
+   listed (``ls`` of its folder: its children's names), a leaf's rows are read (its document
+   cards); below the first level the grep counts cover only the children of the nodes opened
+   (the beam's branches); repeat down to the leaves; jump to related skills when the chosen
+   skills are thin, and backtrack to the best unexplored node when the leaves reached look
+   poor. What is read grows with the depth and the width chosen, not the corpus size;
 3. route: the confidence that navigation reached the evidence (share of the question's term
    weight inside the opened leaves, times the first level's confidence). Below
-   :data:`ROUTE_BELOW` the flat ``search`` tool's results join the candidates and their rank
-   becomes one more fused signal; above it, navigation alone;
+   :data:`ROUTE_BELOW` the flat ``search`` tool's ranking is fused with navigation's, weighted
+   up when its best hit stands out; above it, navigation alone;
 4. rank the cards of the opened leaves (plus ``@see`` stubs, example rows and search hits),
    read the best candidates with ``get_document`` and re-rank on cards and document text
    together;
 5. compose an extractive, cited answer from the best documents (:mod:`c2s_agent.compose`).
 
-Why this shape: a prototype over four corpora found that routing, not leaf ranking, loses the
-recall; greedy descent is unusable, a beam of ~5 (small trees) to ~10 (thousands of documents)
-reaches parity with flat retrieval, and only when nodes are also scored lexically against what
-their members contain (grep counts); leaf ranking wants document text besides the cards.
+Why this shape: routing, not leaf ranking, loses the recall; greedy descent is unusable, and a
+narrow beam works only when nodes are scored lexically against what their members contain
+(grep counts), which on development trees placed the branch holding the answer first more
+often than the nodes' own rows did. Leaf ranking wants document text besides the cards.
 """
 
 from __future__ import annotations
