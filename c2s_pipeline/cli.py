@@ -59,12 +59,17 @@ def _route_library_logs(home: Path) -> None:
     connection closes makes SQLAlchemy log a traceback, and the terminal promises one line.
     ``C2S_DEBUG=1`` keeps them on stderr too."""
     root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, "c2s_library_logs", False)]:
+        root.removeHandler(old)  # a second compile in one process (tests, notebooks) replaces them
+        old.close()
     (home / "logs").mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(home / "logs" / "c2s.log", encoding="utf-8", delay=True)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"))
-    root.addHandler(handler)
+    handlers: list[logging.Handler] = [logging.FileHandler(home / "logs" / "c2s.log", encoding="utf-8", delay=True)]
+    handlers[0].setFormatter(logging.Formatter("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"))
     if os.environ.get("C2S_DEBUG"):
-        root.addHandler(logging.StreamHandler())
+        handlers.append(logging.StreamHandler())
+    for handler in handlers:
+        handler.c2s_library_logs = True  # type: ignore[attr-defined]
+        root.addHandler(handler)
     else:  # "Exception ignored in ..." from a destructor the interrupt cut short: same place
         sys.unraisablehook = lambda unraisable: logging.getLogger("c2s").warning(
             "%s: %s", unraisable.err_msg or "exception ignored", unraisable.exc_value,
