@@ -63,9 +63,10 @@ MISSING_SHARE = 0.1  # ... and only towards a missing term that carries this muc
 MAX_BACKTRACKS = 2
 EMBED_CHARS = 2000  # document text embedded after the card, as the compiler does
 # Nodes opened per level, from how far the level's best node stands out in fused score (its
-# third-best under CLEAR_LEAD of it: 2; its second-best at NEAR_TIE or more: 4; else 3). On
-# development trees the branch holding the answer ranked first or second in all but a few
-# levels with a clear lead, and within the top three in nearly all of the rest.
+# third-best under CLEAR_LEAD of it: BEAM_MIN; its second-best at NEAR_TIE or more: BEAM_MAX;
+# else one more than BEAM_MIN). On development trees the branch holding the answer ranked first
+# or second in all but a few levels with a clear lead, and within the top three in nearly all
+# of the rest; the extra node each way is the margin that kept recall at a narrower read.
 BEAM_MIN, BEAM_MAX = 3, 5
 CLEAR_LEAD, NEAR_TIE = 0.85, 0.95
 ROUTE_BELOW = 0.8  # routing confidence under which search results join the candidates (tuned on WixQA dev)
@@ -386,9 +387,9 @@ class Navigator:
         self.confidence["first_level"] = self._coverage(skills[0].group.path) * (0.5 + 0.5 * margin)
 
     def _width(self, ranked: list[_Node]) -> int:
-        """How many of this level's best nodes to open, from how far the best stands out: when
-        the third is well behind the first the answer lies below one of the top two; when the
-        second nearly ties the first the call is open. Not from the corpus size."""
+        """How many of this level's best nodes to open, from how far the best stands out: fewest
+        when the third is well behind the first, most when the second nearly ties it. Not from
+        the corpus size."""
         if self.fixed_beam:
             width = self.fixed_beam
         else:
