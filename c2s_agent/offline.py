@@ -5,12 +5,13 @@ One question, in rounds ("turns") of tool calls:
 
 1. survey: per top-level skill and question term, ``grep -rih TERM skills/<skill> | wc -l``
    (lexical evidence: how many card and summary lines below the node mention it; one number
-   per node, so what is read grows with the skills, not the tree) and an entity-index lookup
-   for entities the question names;
+   per node, so what is read grows with the skills, not the tree), an entity-index lookup
+   for entities the question names, and the term-index lines of its words (one grep of
+   term_index.txt: which leaves, and which rows in them, hold documents whose bodies use them);
 2. descend: score the candidate nodes of this level (skills, then sub-groups and ``@see``
    group stubs of the nodes opened) by reciprocal rank fusion of embedding similarity to the
-   row (or the node's name), BM25 on it, grep evidence below the node (weighted most) and
-   entity-index hits; open the best 3-5 (as far as the best stands out): an inner node is
+   row (or the node's name), BM25 on it, grep evidence below the node (weighted most),
+   entity-index hits and the best term-index row below it; open the best 3-5 (as far as the best stands out): an inner node is
    listed (``ls`` of its folder: its children's names), a leaf's rows are read (its document
    cards); below the first level the grep counts cover only the children of the nodes opened
    (the beam's branches); repeat down to the leaves; jump to related skills when the chosen
@@ -20,9 +21,9 @@ One question, in rounds ("turns") of tool calls:
    weight inside the opened leaves, times the first level's confidence). Below
    :data:`ROUTE_BELOW` the flat ``search`` tool's ranking is fused with navigation's, weighted
    up when its best hit stands out; above it, navigation alone;
-4. rank the cards of the opened leaves (plus ``@see`` stubs, example rows and search hits),
-   read the best candidates with ``get_document`` and re-rank on cards and document text
-   together;
+4. rank the cards of the opened leaves (plus ``@see`` stubs, example rows and search hits)
+   with their term-index rows (the question's words their bodies use), read the best
+   candidates with ``get_document`` and re-rank on cards and document text together;
 5. compose an extractive, cited answer from the best documents (:mod:`c2s_agent.compose`).
 
 Why this shape: routing, not leaf ranking, loses the recall; greedy descent is unusable, and a
@@ -40,7 +41,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from c2s_pipeline.layout import ENTITY_INDEX_FILE, SECTION_RELATED
+from c2s_pipeline.layout import ENTITY_INDEX_FILE, SECTION_RELATED, TERM_INDEX_FILE
+from c2s_pipeline.term_index import parse_term_lines, term_pattern
 from c2s_pipeline.text import query_terms, terms, tokens
 
 from .compose import compose_answer
@@ -56,6 +58,10 @@ ENTITY_WINDOW = 4 * ENTITY_PLACES + 2  # lines read per entity in indent-1 JSON 
 # Grep counts below a node rank the branch holding the answer first more often than the row's
 # text does (on development trees, at every level), so they count four times in the fusion.
 EVIDENCE_WEIGHT = 4.0
+BODY_WEIGHT = 2.0  # the term index (body words) in the node fusion: more won body-text questions and lost title ones
+BODY_CARD_WEIGHT = 3.0  # ... and in ranking the cards of the leaves reached (their documents' own words)
+TERM_PLACES = 6  # leaves read per question term: the index lists them most-used first
+TERM_LEAVES_PER_GREP = 8  # leaf names (slugs of at most 50 characters) per pattern (the sandbox caps a pattern at 512 characters)
 RRF_K = 10.0  # small k: candidate lists are short (tens), so top ranks should count
 THIN_COVERAGE = 0.5  # below this share of the question's term weight a branch is "thin"
 REACHED_SHARE = 0.75  # backtrack when the leaves reached hold less of the question's term weight
@@ -127,6 +133,7 @@ class Navigator:
         self._count(self.skills)
         self.idf = self._idf()
         self.entity_hits = self._entities()
+        self.body_hits = self._body_terms()
         leaves = self._descend()
         hits = self._route(leaves)
         cards = self._candidates(leaves, hits)
@@ -204,6 +211,27 @@ class Navigator:
                 weights[path] = weights.get(path, 0.0) + (1.0 + (-size > 1)) * n / total
             self.notes.append(f"entity {key!r}: {len(entries)} place(s)")
         return weights
+
+    def _body_terms(self) -> dict[str, float]:
+        """Leaves whose documents' bodies use the question's distinctive words -> the score of
+        their best row (the idf of the words one document uses), from term_index.txt in one grep
+        (the first places per word); each row's score is kept for ranking the leaf's cards."""
+        self.body_rows: dict[tuple[str, int], float] = {}
+        words = [w for w in self.qterms if " " not in w]
+        if not words:
+            return {}  # (a tree compiled without the index answers with an error line: no places)
+        out = self.tools.code_execution(
+            f"grep -o -E {shlex.quote(term_pattern(words) + '[0-9]+( [^ ]+){0,' + str(TERM_PLACES) + '}')} "
+            f"{TERM_INDEX_FILE}")
+        for post in parse_term_lines(out).values():
+            idf = float(np.log(1.0 + self.documents / (1.0 + post.documents)))
+            for leaf, rows in post.leaves.items():
+                for row in rows:
+                    self.body_rows[leaf, row] = self.body_rows.get((leaf, row), 0.0) + idf
+        scores: dict[str, float] = {}
+        for (leaf, _), score in self.body_rows.items():
+            scores[leaf] = max(scores.get(leaf, 0.0), score)
+        return scores
 
     # -- descent ------------------------------------------------------------------------
 
@@ -354,7 +382,10 @@ class Navigator:
         lex = bm25(self.qterms, [terms(t) for t in texts])
         evidence = self._evidence([n.group for n in nodes])
         entity = [sum(w for p, w in self.entity_hits.items() if _under(p, n.group.path)) for n in nodes]
-        fused = rrf(emb, lex, evidence, entity, k=RRF_K, weights=(1.0, 1.0, EVIDENCE_WEIGHT, 1.0))
+        # The best leaf below a node: one leaf using all the rare words beats many using one each.
+        body = [max((w for p, w in self.body_hits.items() if _under(p, n.group.path)), default=0.0) for n in nodes]
+        fused = rrf(emb, lex, evidence, entity, body, k=RRF_K,
+                    weights=(1.0, 1.0, EVIDENCE_WEIGHT, 1.0, BODY_WEIGHT))
         for node, score in zip(nodes, fused):
             node.score = float(score)
 
@@ -424,9 +455,11 @@ class Navigator:
 
     def _candidates(self, leaves: list[NavFile], hits: list[SearchHit] = ()) -> dict[str, Card]:
         cards: dict[str, Card] = {}
+        self.rows: dict[str, tuple[str, int]] = {}  # doc id -> (leaf, row) of the leaves reached
         for nav in leaves:
-            for c in nav.cards:
+            for row, c in enumerate(nav.cards, 1):
                 cards[c.doc_id] = c
+                self.rows[c.doc_id] = (nav.path, row)
         for nav in self.read.values():  # stubs and exemplars: cards seen on the way down
             for c in nav.see_cards + nav.examples:
                 if c.doc_id not in cards:
@@ -448,8 +481,9 @@ class Navigator:
         searched = {h.doc_id: 1.0 / (1 + i) for i, h in enumerate(hits)}
         flat = np.array([searched.get(d, 0.0) for d in ids])
         searched_weight = _search_weight(hits)
-        first = rrf(card_emb, card_lex, *([flat] if hits else []), k=RRF_K,
-                    weights=[1.0, 1.0, searched_weight][:2 + bool(hits)])
+        body = self._row_scores(ids)
+        first = rrf(card_emb, card_lex, body, *([flat] if hits else []), k=RRF_K,
+                    weights=[1.0, 1.0, BODY_CARD_WEIGHT, searched_weight][:3 + bool(hits)])
         order = [ids[i] for i in np.argsort(-first, kind="stable")[: self.fetch]]
         order += [h.doc_id for h in hits[:SEARCH_READ] if h.doc_id not in order]
         pages: dict[str, Page] = {}
@@ -464,11 +498,36 @@ class Navigator:
         doc_texts = [embedding_text(cards[d], pages[d].text) for d in kept]
         doc_emb = self.embed(doc_texts) @ self.qvec
         doc_lex = bm25(self.qterms, [terms(f"{pages[d].title} {pages[d].text}") for d in kept])
-        final = rrf(card_emb[[at[d] for d in kept]], card_lex[[at[d] for d in kept]], doc_emb, doc_lex, k=RRF_K)
+        pick = [at[d] for d in kept]
+        final = rrf(card_emb[pick], card_lex[pick], doc_emb, doc_lex, body[pick], k=RRF_K,
+                    weights=[1.0, 1.0, 1.0, 1.0, BODY_CARD_WEIGHT])
         if hits:  # two rankings, navigation's and the search tool's, fused as lists
-            final = rrf(final, flat[[at[d] for d in kept]], k=RRF_K, weights=[1.0, searched_weight])
+            final = rrf(final, flat[pick], k=RRF_K, weights=[1.0, searched_weight])
         ranked = [kept[i] for i in np.argsort(-final, kind="stable")]
         return ranked, pages
+
+    def _row_scores(self, ids: list[str]) -> np.ndarray:
+        """Per card of the leaves reached, the idf of the question's words its document uses,
+        from the term-index lines of those words cut down to the places in those leaves (one
+        grep per few leaves; a leaf is named by its folder's last part, unique in the tree)."""
+        words = [w for w in self.qterms if " " not in w]
+        leaf_of = {posixpath.basename(posixpath.dirname(leaf)): leaf for leaf, _ in self.rows.values()}
+        scores: dict[tuple[str, int], float] = {}
+        for chunk in _chunks(sorted(leaf_of), TERM_LEAVES_PER_GREP) if words else []:
+            out = self.tools.code_execution(
+                f"grep -E {shlex.quote(term_pattern(words))} {TERM_INDEX_FILE} | grep -o -E "
+                + shlex.quote(f"^[^ ]+ [0-9]+ |[ /]({'|'.join(chunk)}):[0-9,]+"))
+            idf = 0.0
+            for line in out.splitlines():
+                head = re.fullmatch(r"\S+ (\d+) ", line)
+                place = re.fullmatch(r"[ /]([^:]+):([\d,]+)", line)
+                if head:
+                    idf = float(np.log(1.0 + self.documents / (1.0 + int(head[1]))))
+                elif place and place[1] in leaf_of:
+                    for row in map(int, place[2].split(",")):
+                        key = (leaf_of[place[1]], row)
+                        scores[key] = scores.get(key, 0.0) + idf
+        return np.array([scores.get(self.rows[d], 0.0) if d in self.rows else 0.0 for d in ids])
 
     def _path(self, ranked: list[str], cards: dict[str, Card], cited: int) -> str:
         """skills → skill → group → … → N docs, along the branch of the best document."""
@@ -481,6 +540,10 @@ class Navigator:
             chain.append(nav.name if nav else posixpath.basename(posixpath.dirname(home)))
             home = self.parents.get(home, "")
         return " → ".join(["skills", *reversed(chain), f"{cited} doc{'s' * (cited != 1)}"])
+
+
+def _chunks(items: list[str], size: int) -> list[list[str]]:
+    return [items[i:i + size] for i in range(0, len(items), size)]
 
 
 def _search_weight(hits: list[SearchHit]) -> float:

@@ -299,6 +299,8 @@ def print_summary(manifest: dict, out: Path) -> None:
     table.add_row("nav-file size", f"largest {stats['nav_bytes']['max']:,} B, p95 {stats['nav_bytes']['p95']:,} B")
     table.add_row("@see stubs", str(stats["see_stubs"]))
     table.add_row("entity index", f"{stats['entity_index_entries']} entries, {stats['distinct_entities']} entities")
+    if "term_index" in stats:
+        table.add_row("term index", f"{stats['term_index']['terms']:,} body terms, {stats['term_index']['bytes']:,} B")
     table.add_row("LLM calls", f"{calls['made']} made, {calls['cached']} from cache ({manifest['provider']['name']})")
     usage = stats.get("llm_usage", {}).get("total")
     if usage and usage["calls"]:

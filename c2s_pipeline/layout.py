@@ -3,6 +3,7 @@
     OUT/skills/<skill-name>/SKILL.md                 one per top-level cluster
     OUT/skills/<skill-name>/<group-name>/INDEX.md    one per deeper cluster (nested)
     OUT/entity_index.json                            entity → [{path, mentions}], most mentions first
+    OUT/term_index.txt                               body term → the leaves whose documents use it
     OUT/documents.sqlite                             full texts, random access by doc_id
     OUT/manifest.json                                corpus, parameters, versions, counts, doc_id → nav file
     OUT/search_index/                                flat BM25 over every document (bm25s files + docs.json)
@@ -15,6 +16,7 @@ SKILLS_DIR = "skills"
 SKILL_FILE = "SKILL.md"
 INDEX_FILE = "INDEX.md"
 ENTITY_INDEX_FILE = "entity_index.json"
+TERM_INDEX_FILE = "term_index.txt"
 DOCUMENT_STORE_FILE = "documents.sqlite"
 MANIFEST_FILE = "manifest.json"
 SEARCH_INDEX_DIR = "search_index"

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .frontmatter import frontmatter_problems
-from .layout import INDEX_FILE, SECTION_DOCUMENTS, SECTION_SUBGROUPS, SKILL_FILE, SKILLS_DIR
+from .layout import INDEX_FILE, SECTION_DOCUMENTS, SECTION_SUBGROUPS, SKILL_FILE, SKILLS_DIR, TERM_INDEX_FILE
+from .term_index import parse_term_lines
 
 NAV_FILE_WARN_BYTES = 2048
 DOC_ROW = re.compile(r"^- `([^`]+)` \*\*", re.MULTILINE)
@@ -100,4 +101,24 @@ def check_tree(root: Path, doc_ids: list[str], p: int) -> list[CheckOutcome]:
         "sibling_labels_unique", not clashes, True,
         "labels are unique among siblings" if not clashes else f"clashing labels: {clashes[:5]}",
     ))
+    outcomes.append(_term_index_rows(root, {str(f.relative_to(root).as_posix()): len(primary_rows(t))
+                                            for f, t in texts.items()}))
     return outcomes
+
+
+def _term_index_rows(root: Path, rows: dict[str, int]) -> CheckOutcome:
+    """term_index.txt names leaves and row numbers: each must be a row the leaf lists, or a
+    navigator would credit the wrong document."""
+    path = root / TERM_INDEX_FILE
+    if not path.is_file():
+        return CheckOutcome("term_index_rows", False, True, f"{TERM_INDEX_FILE} is missing")
+    bad = []
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            for term, post in parse_term_lines(line).items():
+                bad += [f"line {lineno} ({term}): {leaf} row {r}" for leaf, listed in post.leaves.items()
+                        for r in listed if not 1 <= r <= rows.get(leaf, 0)]
+    return CheckOutcome(
+        "term_index_rows", not bad, True,
+        "every term-index place is a document row of its leaf" if not bad else
+        f"{len(bad)} place(s) name no document row, e.g. {bad[:3]}", {"bad_places": len(bad)})

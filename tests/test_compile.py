@@ -13,6 +13,8 @@ import pytest
 from c2s_pipeline.docstore import DocumentStore
 from c2s_pipeline.frontmatter import NAME_RULE, parse_frontmatter
 from c2s_pipeline.ingest import read_corpus
+from c2s_pipeline.term_index import MAX_LEAF_SHARE, parse_term_lines
+from c2s_pipeline.text import terms
 from c2s_pipeline.validate import nav_files, primary_rows
 
 from .conftest import SAMPLE_CORPUS, WIXQA, compile_into
@@ -102,6 +104,25 @@ def test_entity_index_and_related_skills(compiled):
         for skill in related:
             for target in re.findall(r"^- \[[a-z0-9-]+\]\(\.\./([a-z0-9-]+)/SKILL\.md\)", skill.read_text(), re.M):
                 assert (skill.parent.parent / target / "SKILL.md").is_file()
+
+
+def test_term_index_names_the_rows_whose_documents_use_each_term(compiled):
+    """Every listed (leaf, row) is a document using the term, every document using a listed term
+    is listed, and terms in too many leaves are left out."""
+    index = parse_term_lines((compiled.out / "term_index.txt").read_text(encoding="utf-8"))
+    assert index and len(index) == compiled.manifest["stats"]["term_index"]["terms"]
+    store = DocumentStore(compiled.out / "documents.sqlite")
+    rows = {str(f.relative_to(compiled.out).as_posix()): primary_rows(f.read_text()) for f in nav_files(compiled.out)}
+    leaves = [leaf for leaf, ids in rows.items() if ids]
+    used = {leaf: [set(terms(f"{store.get(d).title}\n{store.get(d).text}")) for d in rows[leaf]] for leaf in leaves}
+    cap = max(3, math.ceil(MAX_LEAF_SHARE * len(leaves)))
+    for term, post in list(index.items())[:: max(1, len(index) // 300)]:
+        expected = {leaf: tuple(i for i, words in enumerate(used[leaf], 1) if term in words) for leaf in leaves}
+        expected = {leaf: found for leaf, found in expected.items() if found}
+        assert post.leaves == expected, term
+        assert post.documents == sum(map(len, expected.values())) and len(expected) <= cap
+    common = {t for words in used.values() for doc in words for t in doc}
+    assert any(sum(any(t in doc for doc in used[leaf]) for leaf in leaves) > cap for t in common - set(index))
 
 
 def test_document_store_keeps_full_texts(compiled):

@@ -27,7 +27,7 @@ from ..artifacts import MAX_LEVELS, CorpusArtifacts, table_version
 from ..diagnostics import NAVIGABILITY, TreeInputs, diagnose, navigability_metadata, soft_members
 from ..docstore import StoredDocument, write_document_store
 from ..encoder import embed_with_cache
-from ..layout import DOCUMENT_STORE_FILE, ENTITY_INDEX_FILE, MANIFEST_FILE
+from ..layout import DOCUMENT_STORE_FILE, ENTITY_INDEX_FILE, MANIFEST_FILE, TERM_INDEX_FILE
 from ..llm.base import usage_sum
 from ..llm.schemas import Entities, EntitiesInput
 from ..partitions import corpus_partitions
@@ -35,6 +35,7 @@ from ..publish import publish, staging_dir
 from ..render import DocCard, NodeExtras, doc_stub, group_stub, render_node
 from ..resources import EncoderResource, LLMResource, WorkspaceResource
 from ..search_index import SearchIndex, write_search_index
+from ..term_index import build_term_index
 from ..storage import publish_tree
 from ..text import clip, sha256_hex
 from ..tree import Forest, Node, build_forest
@@ -58,6 +59,7 @@ CHECKS = {
     "depth_within_bound": "tree depth ≤ ceil(log_p N) + 1",
     "no_empty_cluster": "every nav file lists documents or sub-groups",
     "sibling_labels_unique": "labels unique among siblings",
+    "term_index_rows": "every place in term_index.txt is a document row of its leaf",
 }
 
 
@@ -200,11 +202,11 @@ def _check_specs() -> list[AssetCheckSpec]:
 
 
 @asset(partitions_def=corpus_partitions, group_name="publish", deps=upstream_of("staged_tree"),
-       code_version="staged_tree-1", check_specs=_check_specs(), kinds={"markdown"})
+       code_version="staged_tree-2", check_specs=_check_specs(), kinds={"markdown"})
 def staged_tree(context: AssetExecutionContext, workspace: WorkspaceResource, llm: LLMResource,
                 encoder: EncoderResource):
-    """The rendered forest (SKILL.md / INDEX.md), entity_index.json, the document store and
-    manifest.json (with the tree's navigability diagnostics), written to a staging folder beside
+    """The rendered forest (SKILL.md / INDEX.md), entity_index.json, term_index.txt, the
+    document store and manifest.json (with the tree's navigability diagnostics), written to a staging folder beside
     the corpus's output path and checked there. A failed blocking check fails this step, so ``skill_tree`` never publishes the tree."""
     stage = Stage("staged_tree", context, workspace)
     spec, art = stage.corpus, stage.artifacts
@@ -223,11 +225,16 @@ def staged_tree(context: AssetExecutionContext, workspace: WorkspaceResource, ll
         index = _entity_index(forest, art)
         (staged / ENTITY_INDEX_FILE).write_text(entity_index_json(index), encoding="utf-8")
         docs = art.read_table("documents.parquet")
+        texts = _texts(art)
+        terms_text = build_term_index((n.nav_file, (f"{cards[d].title}\n{texts[d]}" for d in n.members))
+                                      for n in forest.nodes() if n.level == 1)
+        (staged / TERM_INDEX_FILE).write_text(terms_text, encoding="utf-8")
         write_document_store(staged / DOCUMENT_STORE_FILE, (
             StoredDocument(d, cards[d].title, text, h, src)
             for d, text, h, src in docs.select("doc_id", "text", "content_hash", "source").iter_rows()))
         outcomes = check_tree(staged, docs["doc_id"].to_list(), spec.p)
         manifest = build_manifest(spec, art, forest, files, index, outcomes, llm, encoder, stage)
+        manifest["stats"]["term_index"] = {"terms": terms_text.count("\n") - 1, "bytes": len(terms_text.encode("utf-8"))}
         calls = manifest["stats"]["llm_calls"]
         saved = incremental.llm_calls_saved(art, mode, calls["made"])
         manifest["build"] = {"mode": mode.mode, "reason": mode.reason, **mode.counts(),
