@@ -28,8 +28,8 @@ from .tree import Tree, open_tree
 
 RULES = """\
 You answer questions from a company's documents, compiled into a tree of skill files that you \
-browse with two tools: code_execution (ls, cat, grep, head ... over skills/ and \
-entity_index.json) and get_document(doc_id) for a document's full text. Where a search tool is \
+browse with two tools: code_execution (ls, cat, grep, head ... over skills/, \
+entity_index.json and term_index.txt) and get_document(doc_id) for a document's full text. Where a search tool is \
 offered, search(query, k) is flat keyword search over every document, for when the tree's \
 evidence is thin.
 
@@ -40,6 +40,7 @@ one: cat their SKILL.md files and compare.
 noun), look it up in entity_index.json first (grep -i NAME entity_index.json) and go where it \
 points.
 - grep -ril TERM skills/<skill>/ shows which groups mention a term; use it as evidence.
+- A word the rows do not show may be in the documents' bodies: grep '^WORD ' term_index.txt lists the leaves (folders below skills/) and the row numbers of their ## Documents sections whose documents use it (words are lower-case, plural and -ing/-ed endings dropped).
 - Descend through ## Sub-groups to INDEX.md files whose ## Documents rows list doc ids. Follow \
 @see stubs to documents filed elsewhere.
 - When a branch is thin or off-topic, jump via ## Related skills or backtrack to the next-best \

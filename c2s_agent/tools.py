@@ -40,7 +40,8 @@ TOOL_SCHEMAS: list[dict] = [
             "Run one read-only shell command line over the compiled skill tree (the current "
             "directory, '/'). Supported: ls, cat, head, tail, grep (-r -i -l -c -n -w -v -o -E -F), "
             "find, wc, sort, uniq, joined with '|'. The tree holds skills/<skill>/SKILL.md, "
-            "nested <group>/INDEX.md files and entity_index.json. Output is capped; narrow with "
+            "nested <group>/INDEX.md files, entity_index.json and term_index.txt (body words → "
+            "leaf folders and row numbers). Output is capped; narrow with "
             "grep or page with head/tail."),
         "input_schema": {
             "type": "object",
