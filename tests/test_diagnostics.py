@@ -88,9 +88,10 @@ def test_manifest_reports_every_diagnostic_in_range(sample_tree):
 
 
 def test_skill_tree_materialization_carries_the_diagnostics(sample_tree):
-    instance = DagsterInstance.get()  # the session's instance ($DAGSTER_HOME)
-    record, = instance.fetch_materializations(
-        AssetRecordsFilter(asset_key=AssetKey("skill_tree"), asset_partitions=["sample"]), limit=1).records
+    # The instance the sample was compiled in (other tests may point $DAGSTER_HOME elsewhere).
+    with DagsterInstance.from_config(str(sample_tree.home)) as instance:
+        record, = instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=AssetKey("skill_tree"), asset_partitions=["sample"]), limit=1).records
     metadata = record.asset_materialization.metadata
     report = sample_tree.manifest[NAVIGABILITY]
     assert metadata["navigability_score"].value == pytest.approx(report["navigability_score"])
