@@ -11,12 +11,13 @@ One question, in rounds ("turns") of tool calls:
 2. descend: score the candidate nodes of this level (skills, then sub-groups and ``@see``
    group stubs of the nodes opened) by reciprocal rank fusion of embedding similarity to the
    row (or the node's name), BM25 on it, grep evidence below the node (weighted most),
-   entity-index hits and the best term-index row below it; open the best 3-5 (as far as the best stands out): an inner node is
-   listed (``ls`` of its folder: its children's names), a leaf's rows are read (its document
-   cards); below the first level the grep counts cover only the children of the nodes opened
-   (the beam's branches); repeat down to the leaves; jump to related skills when the chosen
-   skills are thin, and backtrack to the best unexplored node when the leaves reached look
-   poor. What is read grows with the depth and the width chosen, not the corpus size;
+   entity-index hits and the best term-index row below it; open the best 3-5 (as far as the
+   best stands out): an inner node is listed (``ls`` of its folder: its children's names), a
+   leaf's rows are read (its document cards); below the first level the grep counts cover only
+   the children of the nodes opened (the beam's branches); repeat down to the leaves; jump to
+   related skills when the chosen skills are thin, and backtrack to the best unexplored node
+   when the leaves reached look poor. What is read grows with the depth and the width
+   chosen, not the corpus size;
 3. route: the confidence that navigation reached the evidence (share of the question's term
    weight inside the opened leaves, times the first level's confidence). Below
    :data:`ROUTE_BELOW` the flat ``search`` tool's ranking is fused with navigation's, weighted
@@ -58,10 +59,12 @@ ENTITY_WINDOW = 4 * ENTITY_PLACES + 2  # lines read per entity in indent-1 JSON 
 # Grep counts below a node rank the branch holding the answer first more often than the row's
 # text does (on development trees, at every level), so they count four times in the fusion.
 EVIDENCE_WEIGHT = 4.0
-BODY_WEIGHT = 2.0  # the term index (body words) in the node fusion: more won body-text questions and lost title ones
+# The term index (body words) in the node fusion: a higher weight won more body-text questions
+# on development sets and lost title ones.
+BODY_WEIGHT = 2.0
 BODY_CARD_WEIGHT = 3.0  # ... and in ranking the cards of the leaves reached (their documents' own words)
 TERM_PLACES = 6  # leaves read per question term: the index lists them most-used first
-TERM_LEAVES_PER_GREP = 8  # leaf names (slugs of at most 50 characters) per pattern (the sandbox caps a pattern at 512 characters)
+TERM_LEAVES_PER_GREP = 8  # leaf names (slugs of ≤50 characters) per pattern: the sandbox caps one at 512
 RRF_K = 10.0  # small k: candidate lists are short (tens), so top ranks should count
 THIN_COVERAGE = 0.5  # below this share of the question's term weight a branch is "thin"
 REACHED_SHARE = 0.75  # backtrack when the leaves reached hold less of the question's term weight
@@ -215,8 +218,8 @@ class Navigator:
     def _body_terms(self) -> dict[str, float]:
         """Leaves whose documents' bodies use the question's distinctive words -> the score of
         their best row (the idf of the words one document uses), from term_index.txt in one grep
-        (the first places per word); each row's score is kept for ranking the leaf's cards."""
-        self.body_rows: dict[tuple[str, int], float] = {}
+        (the first places per word)."""
+        rows: dict[tuple[str, int], float] = {}
         words = [w for w in self.qterms if " " not in w]
         if not words:
             return {}  # (a tree compiled without the index answers with an error line: no places)
@@ -225,11 +228,11 @@ class Navigator:
             f"{TERM_INDEX_FILE}")
         for post in parse_term_lines(out).values():
             idf = float(np.log(1.0 + self.documents / (1.0 + post.documents)))
-            for leaf, rows in post.leaves.items():
-                for row in rows:
-                    self.body_rows[leaf, row] = self.body_rows.get((leaf, row), 0.0) + idf
+            for leaf, numbers in post.leaves.items():
+                for row in numbers:
+                    rows[leaf, row] = rows.get((leaf, row), 0.0) + idf
         scores: dict[str, float] = {}
-        for (leaf, _), score in self.body_rows.items():
+        for (leaf, _), score in rows.items():
             scores[leaf] = max(scores.get(leaf, 0.0), score)
         return scores
 
