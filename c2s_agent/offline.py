@@ -220,11 +220,10 @@ class Navigator:
         their best row (the idf of the words one document uses), from term_index.txt in one grep
         (the first places per word)."""
         rows: dict[tuple[str, int], float] = {}
-        words = [w for w in self.qterms if " " not in w]
-        if not words:
+        if not self.qterms:
             return {}  # (a tree compiled without the index answers with an error line: no places)
         out = self.tools.code_execution(
-            f"grep -o -E {shlex.quote(term_pattern(words) + '[0-9]+( [^ ]+){0,' + str(TERM_PLACES) + '}')} "
+            f"grep -o -E {shlex.quote(term_pattern(self.qterms) + '[0-9]+( [^ ]+){0,' + str(TERM_PLACES) + '}')} "
             f"{TERM_INDEX_FILE}")
         for post in parse_term_lines(out).values():
             idf = float(np.log(1.0 + self.documents / (1.0 + post.documents)))
@@ -513,12 +512,11 @@ class Navigator:
         """Per card of the leaves reached, the idf of the question's words its document uses,
         from the term-index lines of those words cut down to the places in those leaves (one
         grep per few leaves; a leaf is named by its folder's last part, unique in the tree)."""
-        words = [w for w in self.qterms if " " not in w]
         leaf_of = {posixpath.basename(posixpath.dirname(leaf)): leaf for leaf, _ in self.rows.values()}
         scores: dict[tuple[str, int], float] = {}
-        for chunk in _chunks(sorted(leaf_of), TERM_LEAVES_PER_GREP) if words else []:
+        for chunk in _chunks(sorted(leaf_of), TERM_LEAVES_PER_GREP) if self.qterms else []:
             out = self.tools.code_execution(
-                f"grep -E {shlex.quote(term_pattern(words))} {TERM_INDEX_FILE} | grep -o -E "
+                f"grep -E {shlex.quote(term_pattern(self.qterms))} {TERM_INDEX_FILE} | grep -o -E "
                 + shlex.quote(f"^[^ ]+ [0-9]+ |[ /]({'|'.join(chunk)}):[0-9,]+"))
             idf = 0.0
             for line in out.splitlines():

@@ -35,8 +35,8 @@ from ..publish import publish, staging_dir
 from ..render import DocCard, NodeExtras, doc_stub, group_stub, render_node
 from ..resources import EncoderResource, LLMResource, WorkspaceResource
 from ..search_index import SearchIndex, write_search_index
-from ..term_index import build_term_index
 from ..storage import publish_tree
+from ..term_index import build_term_index
 from ..text import clip, sha256_hex
 from ..tree import Forest, Node, build_forest
 from ..validate import check_tree
@@ -206,8 +206,9 @@ def _check_specs() -> list[AssetCheckSpec]:
 def staged_tree(context: AssetExecutionContext, workspace: WorkspaceResource, llm: LLMResource,
                 encoder: EncoderResource):
     """The rendered forest (SKILL.md / INDEX.md), entity_index.json, term_index.txt, the
-    document store and manifest.json (with the tree's navigability diagnostics), written to a staging folder beside
-    the corpus's output path and checked there. A failed blocking check fails this step, so ``skill_tree`` never publishes the tree."""
+    document store and manifest.json (with the tree's navigability diagnostics), written to a
+    staging folder beside the corpus's output path and checked there. A failed blocking check
+    fails this step, so ``skill_tree`` never publishes the tree."""
     stage = Stage("staged_tree", context, workspace)
     spec, art = stage.corpus, stage.artifacts
     mode = incremental.RunMode.load(art)
@@ -225,7 +226,7 @@ def staged_tree(context: AssetExecutionContext, workspace: WorkspaceResource, ll
         index = _entity_index(forest, art)
         (staged / ENTITY_INDEX_FILE).write_text(entity_index_json(index), encoding="utf-8")
         docs = art.read_table("documents.parquet")
-        texts = _texts(art)
+        texts = dict(zip(docs["doc_id"], docs["text"]))
         terms_text = build_term_index((n.nav_file, (f"{cards[d].title}\n{texts[d]}" for d in n.members))
                                       for n in forest.nodes() if n.level == 1)
         (staged / TERM_INDEX_FILE).write_text(terms_text, encoding="utf-8")
