@@ -15,7 +15,9 @@ each set:
 It prints one acceptance table: per set, routed and navigator-only recall@5 as a ratio of
 the best flat method's (paired bootstrap 95% intervals; targets 1.0x and 0.95x), the paired
 verdicts, nav bytes per query against the ``p · ceil(log_p N)`` reference, and, where the
-compiled tree's manifest carries ``navigability``, the predicted winner beside the measured one.
+compiled tree's manifest carries ``navigability``, the predicted winner beside the measured one
+(the diagnostics' verdict for the set's style of question: ``topic`` for known-item and WixQA
+questions, ``detail`` for FAQ questions drawn from body text).
 
     .venv/bin/python benchmarks/nav_dev.py [--docs 2000] [--questions 100] [--json results/nav-dev.json]
 
@@ -84,16 +86,13 @@ def compile_tree(corpus: Path, name: str, cache: Path, recompile: bool) -> tuple
     return tree, seconds, False
 
 
-def predicted_winner(tree: Path) -> str | None:
-    """The compile-time diagnostics' expected winner, if the manifest has them."""
+def predicted_winner(tree: Path, style: str) -> str | None:
+    """The compile-time diagnostics' expected winner for questions of ``style`` ("topic" or
+    "detail"), else their overall one, if the manifest has them."""
     nav = json.loads((tree / "manifest.json").read_text(encoding="utf-8")).get("navigability")
-    if isinstance(nav, str):
-        return nav
-    if isinstance(nav, dict):
-        for key in ("verdict", "predicted_winner", "winner", "expected_winner"):
-            if isinstance(nav.get(key), str):
-                return nav[key]
-    return None
+    if not isinstance(nav, dict):
+        return None
+    return nav.get("verdict_by_question_style", {}).get(style) or nav.get("verdict")
 
 
 def measured_winner(report: dict) -> str:
@@ -165,19 +164,22 @@ def main() -> int:
         f"{corpus['faq_questions']} FAQ questions")
 
     debian_tree, *compiled = compile_tree(files["docs"], "debian-dev", cache, args.recompile)
-    sets = [{"name": "debian known-item", "tree": debian_tree, "qa": files["known-item"]},
-            {"name": "debian faq", "tree": debian_tree, "qa": files["faq"]},
-            {"name": "debian faq-page", "tree": debian_tree, "qa": files["faq-page"], "page_level": True}]
+    # Each set is predicted by the diagnostics' verdict for its style of question: known-item and
+    # help-center questions ask what a document is about, FAQ questions from body text a detail.
+    sets = [{"name": "debian known-item", "tree": debian_tree, "qa": files["known-item"], "style": "topic"},
+            {"name": "debian faq", "tree": debian_tree, "qa": files["faq"], "style": "detail"},
+            {"name": "debian faq-page", "tree": debian_tree, "qa": files["faq-page"], "page_level": True,
+             "style": "detail"}]
     compiles = {"debian-dev": dict(zip(("seconds", "reused"), compiled))}
     if not args.skip_wixqa:
         wix_tree, *compiled = compile_tree(args.wixqa / "corpus.jsonl", "wixqa", cache, args.recompile)
         compiles["wixqa"] = dict(zip(("seconds", "reused"), compiled))
-        sets.append({"name": "wixqa dev", "tree": wix_tree, "qa": args.wixqa / "qa_dev.jsonl"})
+        sets.append({"name": "wixqa dev", "tree": wix_tree, "qa": args.wixqa / "qa_dev.jsonl", "style": "topic"})
 
     for s in sets:
         log(f"{s['name']}: evaluating {s['qa']}")
         s["report"] = evaluate(s["tree"], s["qa"], limit=args.limit, page_level=s.get("page_level", False))
-        s["predicted"] = predicted_winner(s["tree"])
+        s["predicted"] = predicted_winner(s["tree"], s["style"])
         print(f"\n## {s['name']} ({s['qa'].name})")
         print_report(s["report"])
     rows = acceptance_rows(sets)

@@ -42,6 +42,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from c2s_pipeline.beam import (BEAM_MIN, BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, RRF_K, TERM_PLACES,
+                                beam_width)
 from c2s_pipeline.layout import ENTITY_INDEX_FILE, SECTION_RELATED, TERM_INDEX_FILE
 from c2s_pipeline.term_index import parse_term_lines, term_pattern
 from c2s_pipeline.text import query_terms, terms, tokens
@@ -56,28 +58,12 @@ MAX_TERMS = 12  # question terms grepped for
 MAX_ENTITIES = 8  # entity-index entries read per question
 ENTITY_PLACES = 6  # places read per entity: the index lists them most-mentioned first
 ENTITY_WINDOW = 4 * ENTITY_PLACES + 2  # lines read per entity in indent-1 JSON (4 lines per entry)
-# Grep counts below a node rank the branch holding the answer first more often than the row's
-# text does (on development trees, at every level), so they count four times in the fusion.
-EVIDENCE_WEIGHT = 4.0
-# The term index (body words) in the node fusion: a higher weight won more body-text questions
-# on development sets and lost title ones.
-BODY_WEIGHT = 2.0
-BODY_CARD_WEIGHT = 3.0  # ... and in ranking the cards of the leaves reached (their documents' own words)
-TERM_PLACES = 6  # leaves read per question term: the index lists them most-used first
 TERM_LEAVES_PER_GREP = 8  # leaf names (slugs of ≤50 characters) per pattern: the sandbox caps one at 512
-RRF_K = 10.0  # small k: candidate lists are short (tens), so top ranks should count
 THIN_COVERAGE = 0.5  # below this share of the question's term weight a branch is "thin"
 REACHED_SHARE = 0.75  # backtrack when the leaves reached hold less of the question's term weight
 MISSING_SHARE = 0.1  # ... and only towards a missing term that carries this much of it
 MAX_BACKTRACKS = 2
 EMBED_CHARS = 2000  # document text embedded after the card, as the compiler does
-# Nodes opened per level, from how far the level's best node stands out in fused score (its
-# third-best under CLEAR_LEAD of it: BEAM_MIN; its second-best at NEAR_TIE or more: BEAM_MAX;
-# else one more than BEAM_MIN). On development trees the branch holding the answer ranked first
-# or second in all but a few levels with a clear lead, and within the top three in nearly all
-# of the rest; the extra node each way is the margin that kept recall at a narrower read.
-BEAM_MIN, BEAM_MAX = 3, 5
-CLEAR_LEAD, NEAR_TIE = 0.85, 0.95
 ROUTE_BELOW = 0.8  # routing confidence under which search results join the candidates (tuned on WixQA dev)
 SEARCH_HITS = 10  # documents asked of the search tool when routing to it
 SEARCH_READ = 5  # of those, always read with get_document (not only when the cards rank them)
@@ -423,12 +409,7 @@ class Navigator:
         """How many of this level's best nodes to open, from how far the best stands out: fewest
         when the third is well behind the first, most when the second nearly ties it. Not from
         the corpus size."""
-        if self.fixed_beam:
-            width = self.fixed_beam
-        else:
-            best = ranked[0].score or 1.0
-            second, third = (ranked[i].score / best if len(ranked) > i else 0.0 for i in (1, 2))
-            width = BEAM_MIN if third < CLEAR_LEAD else BEAM_MAX if second >= NEAR_TIE else BEAM_MIN + 1
+        width = self.fixed_beam or beam_width([n.score for n in ranked])
         self.widths.append(width)
         return min(width, len(ranked))
 

@@ -1,7 +1,7 @@
 """Navigability diagnostics of a compiled tree: whether an agent browsing it is expected to find
 documents as well as flat retrieval would, measured when the tree is compiled.
 
-    tree = TreeInputs(forest, cards, doc_ids, texts, vectors, soft, search, nav_files)   # or .load(art, out)
+    tree = TreeInputs(forest, cards, doc_ids, texts, vectors, soft, search, nav_files, term_index)   # or .load(art, out)
     report = diagnose(tree, embed)        # JSON-ready: manifest.json's "navigability"
 
 What is measured:
@@ -15,33 +15,37 @@ What is measured:
 * **path term coverage**: how much of a document's own key terms (its card's title and
   phrases) appear on the nav rows along its path (skill row, group rows, its leaf's row);
 * **self-retrieval probe**: for a seeded sample of documents (up to 200, chosen by a seeded
-  hash of their ids), three questions each: its title, its lead sentence and one sentence of
-  its body. A beam descent over the tree, scored like the offline navigator (reciprocal-rank
-  fusion of row embedding similarity, BM25 on the row and grep-like counts of the question's
-  terms in the nav files below each node; beam 3-10 from the first level's confidence), reaches
+  hash of their ids), three questions each: its title (when no other document has it), its
+  lead sentence and one sentence of its body. A beam descent over the tree, scored with the
+  offline navigator's weights and beam rule (:mod:`c2s_pipeline.beam`: reciprocal-rank fusion
+  of row embedding similarity, BM25 on the row, grep-like counts of the question's terms in the
+  nav files below each node and the best term-index row below it; 3-5 nodes a level), reaches
   the document when a leaf it opens lists it (as a row or an ``@see`` stub): the share reached
-  is the **navigability score**. The reached documents are ranked on document vector, BM25
-  and card BM25 for navigation's recall@5. The same questions go to the tree's flat BM25
+  is the **navigability score**. The reached documents are ranked on document vector, BM25,
+  card BM25 and their term-index rows for navigation's recall@5. The same questions go to the tree's flat BM25
   index (as the agent's search tool ranks) and to dense retrieval over the document vectors.
 
 The verdict compares navigation's recall@5 (not its reach: a flat method is judged on its top
 five too) with the better flat method's on the same questions, by a paired bootstrap over the
 sampled documents (a document's questions resampled together): "navigation" when the 95%
 interval of the difference lies above zero, "flat" when below it, "either" when it straddles
-zero. Questions are the documents' own words, which favours BM25 over both navigation and
-dense retrieval; ``navigation_over_flat`` (the ratio of the two recalls) says by how much a
-"flat" verdict was reached.
+zero; the same per style of question (``by_question_style``): "topic" (titles and leads: what a
+document is about) and "detail" (body sentences), which can favour different methods.
+Questions are the documents' own words, which favours BM25 over both navigation and dense
+retrieval; ``navigation_over_flat`` (the ratio of the two recalls) says by how much a "flat"
+verdict was reached.
 
-Scoring mirrors ``c2s_agent.offline`` (same term rules, RRF constant, beam bounds) without
-importing it, since the compiler and the agent do not import each other; it leaves out what the
+Scoring shares the navigator's term rules (:mod:`c2s_pipeline.text`) and weights and beam rule
+(:mod:`c2s_pipeline.beam`) without importing ``c2s_agent.offline``, since the compiler and the agent do not import each other; it leaves out what the
 navigator adds on top (entity-index hits, related-skill jumps, backtracking, routing to search),
 so the probe measures the tree, not the agent's recoveries.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -49,9 +53,12 @@ from scipy import sparse
 from sklearn.feature_extraction.text import CountVectorizer
 
 from .artifacts import CorpusArtifacts
+from .beam import BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, RRF_K, TERM_PLACES, beam_width
 from .hierarchy import normalise
 from .render import DocCard, doc_row, group_row
+from .layout import TERM_INDEX_FILE
 from .search_index import SearchIndex
+from .term_index import TermPostings, parse_term_lines
 from .text import clip, content_tokens, query_terms, sentences, sha256_hex, terms, tokens
 from .tree import Forest, Node, build_forest
 
@@ -60,14 +67,13 @@ SAMPLE_SIZE = 200  # documents probed
 SEED = 0
 TOP_K = 5  # recall@5, as the benchmarks report
 BOOTSTRAP = 2000
-RRF_K = 10.0  # as the navigator: candidate lists are short, top ranks should count
-BEAM_MIN, BEAM_MAX = 3, 10
 MAX_TERMS = 12  # question terms the navigator greps for
 SENTENCE_CHARS = 160  # a sentence posed as a question is clipped so
 QUESTION_TERMS = 3  # content terms a sentence needs to be a question (a heading repeating the title is not)
 COVERED_SHARE = 0.5  # a document is "covered" when at least this share of its key terms is on its path
 COLLAPSE_SHARE = 0.6  # the least share of the documents under the largest skill that is a collapse
 QUESTION_KINDS = ("title", "lead", "body")
+QUESTION_STYLES = {"topic": ("title", "lead"), "detail": ("body",)}  # what a question asks of a document
 STUB_TITLE_CHARS = 80  # an @see group stub shows its target's title, clipped so
 
 Embed = Callable[[Sequence[str]], np.ndarray]  # texts -> L2-normalised rows
@@ -85,6 +91,7 @@ class TreeInputs:
     soft: dict[str, list[str]]  # node id -> items it lists as @see stubs (doc ids in leaves, node ids above)
     search: SearchIndex  # the tree's flat BM25 index, as the agent's search tool ranks
     nav_files: dict[str, str]  # path -> rendered text of every nav file
+    term_index: dict[str, TermPostings] = field(default_factory=dict)  # term_index.txt, parsed
 
     @classmethod
     def load(cls, art: CorpusArtifacts, out: str | Path) -> TreeInputs:
@@ -96,7 +103,9 @@ class TreeInputs:
         docs = art.read_table("documents.parquet")
         return cls(forest, _cards(art), docs["doc_id"].to_list(), docs["text"].to_list(),
                    art.read_matrix("doc_vectors.npy"), soft_members(art), SearchIndex.load(out),
-                   {n.nav_file: (Path(out) / n.nav_file).read_text(encoding="utf-8") for n in forest.nodes()})
+                   {n.nav_file: (Path(out) / n.nav_file).read_text(encoding="utf-8") for n in forest.nodes()},
+                   parse_term_lines(terms.read_text(encoding="utf-8")) if (terms := Path(out) / TERM_INDEX_FILE).is_file()
+                   else {})
 
 
 def soft_members(art: CorpusArtifacts) -> dict[str, list[str]]:
@@ -127,6 +136,7 @@ def diagnose(tree: TreeInputs, embed: Embed, *, sample: int = SAMPLE_SIZE, seed:
     probe = report["probe"]
     report["navigability_score"] = probe["reach"]["rate"]
     report["verdict"] = probe["verdict"]
+    report["verdict_by_question_style"] = {k: v["verdict"] for k, v in probe.get("by_question_style", {}).items()}
     return report
 
 
@@ -195,6 +205,11 @@ class _TreeIndex:
         owns = sparse.csr_matrix((np.ones(len(lines), dtype=np.float32), (owner, range(len(lines)))),
                                  shape=(len(self.nodes), len(lines)))
         self.lines_below = (within @ owns).tocsr()
+        self.subtree = [within[i].indices for i in range(len(self.nodes))]  # node -> nodes at and below it
+        # term_index.txt's places as documents: a leaf's rows are its primary members, in order.
+        self.term_index = tree.term_index
+        self.nav_node = {n.nav_file: i for i, n in enumerate(self.nodes)}
+        self.leaf_rows = {i: [self.doc_row[d] for d in n.members] for i, n in enumerate(self.nodes) if n.level == 1}
         self.line_words = CountVectorizer(analyzer=tokens, binary=True)
         self.line_hits = self.line_words.fit_transform(lines).tocsc()
         self.line_vocab = np.array(self.line_words.get_feature_names_out())
@@ -290,10 +305,13 @@ def _questions(tree: TreeInputs, sample: int, seed: int) -> list[tuple[int, str,
     """(document row, kind, question) for each sampled document: its title, its lead sentence,
     and one sentence drawn from its body (a detail the cards may not carry)."""
     out = []
+    # A title shared with other documents (sections named "Options") names none of them: only a
+    # title whose terms no other title has is posed, as a known-item question would be.
+    titles = Counter(frozenset(query_terms(tree.cards[d].title)) for d in tree.doc_ids)
     for row in probe_sample(tree.doc_ids, sample, seed):
         title = tree.cards[tree.doc_ids[row]].title
         title_terms = set(query_terms(title))
-        if title_terms:
+        if title_terms and titles[frozenset(title_terms)] == 1:
             out.append((row, "title", title))
         said = [s for s in sentences(tree.texts[row])
                 if len(words := set(query_terms(s))) >= QUESTION_TERMS and not words <= title_terms]
@@ -315,12 +333,12 @@ def _bm25(tf: np.ndarray, lengths: np.ndarray, k1: float = 1.2, b: float = 0.75)
     return (idf * tf * (k1 + 1) / (tf + norm[:, None])).sum(axis=1)
 
 
-def _rrf(*signals: np.ndarray) -> np.ndarray:
+def _rrf(*signals: np.ndarray, weights: Sequence[float] | None = None) -> np.ndarray:
     """Reciprocal rank fusion; ties share the better rank."""
     total = 0.0
-    for scores in signals:
+    for weight, scores in zip(weights or [1.0] * len(signals), signals):
         ordered = np.sort(-scores)
-        total = total + 1.0 / (RRF_K + 1 + np.searchsorted(ordered, -scores, side="left"))
+        total = total + weight / (RRF_K + 1 + np.searchsorted(ordered, -scores, side="left"))
     return total
 
 
@@ -350,6 +368,32 @@ class _Descent:
         lines = self.counts[[index.at[s.node_id] for s in forest.skills]].sum(axis=0)
         self.idf = np.where(lines > 0, np.log1p(index.below.shape[1] / (1.0 + lines)), 0.0)
         self.row_tf = _term_columns(index.row_terms, index.row_counts, self.qterms)
+        self.leaf_best, self.doc_body = self._term_index_scores()
+
+    def _term_index_scores(self) -> tuple[np.ndarray, np.ndarray]:
+        """What the navigator's term-index reads give: per leaf, its best document's score from
+        the first places of each question term (the survey), and per document, the idf of the
+        question's listed terms it uses (for ranking the leaves reached)."""
+        index = self.index
+        docs = len(index.doc_row)
+        leaf_rows: dict[tuple[int, int], float] = {}
+        doc_body = np.zeros(docs)
+        for term in self.qterms:
+            post = index.term_index.get(term)
+            if post is None:
+                continue
+            idf = float(np.log(1.0 + docs / (1.0 + post.documents)))
+            for place, (leaf, rows) in enumerate(post.leaves.items()):
+                node = index.nav_node.get(leaf)
+                members = index.leaf_rows.get(node, [])
+                for r in (r for r in rows if 1 <= r <= len(members)):
+                    doc_body[members[r - 1]] += idf
+                    if place < TERM_PLACES:
+                        leaf_rows[node, r] = leaf_rows.get((node, r), 0.0) + idf
+        leaf_best = np.zeros(len(index.nodes))
+        for (node, _), score in leaf_rows.items():
+            leaf_best[node] = max(leaf_best[node], score)
+        return leaf_best, doc_body
 
     def score(self, rows: list[int]) -> np.ndarray:
         index = self.index
@@ -359,30 +403,20 @@ class _Descent:
         grep = self.counts[index.row_nodes[rows]]
         norm = 1.2 * (0.25 + 0.75 * sizes / sizes.mean())
         evidence = (self.idf * grep * 2.2 / (grep + norm[:, None])).sum(axis=1)
-        return _rrf(self.row_sims[rows], lex, evidence)
+        body = np.array([self.leaf_best[index.subtree[n]].max() for n in index.row_nodes[rows]])
+        return _rrf(self.row_sims[rows], lex, evidence, body, weights=(1.0, 1.0, EVIDENCE_WEIGHT, BODY_WEIGHT))
 
-    def coverage(self, node: int) -> float:
-        total = self.idf.sum()
-        return float(self.idf[self.counts[node] > 0].sum() / total) if total else 0.0
-
-    def leaves(self) -> tuple[list[str], int]:
-        """The leaves opened (node ids) and the beam width the first level chose."""
+    def leaves(self) -> tuple[list[str], float]:
+        """The leaves opened (node ids) and the mean of the widths the levels chose."""
         index = self.index
         frontier = [index.at[s.node_id] for s in self.forest.skills]
         opened: set[int] = set()
-        leaves, beam, first = [], BEAM_MAX, True
+        leaves, widths = [], []
         while frontier:
             scores = self.score(frontier)
             order = np.argsort(-scores, kind="stable")
-            if first:
-                best = scores[order[0]] or 1.0
-                margin = 1.0 - (scores[order[1]] / best if len(order) > 1 else 0.0)
-                confidence = self.coverage(index.row_node[frontier[order[0]]]) * (0.5 + 0.5 * margin)
-                beam = round(BEAM_MAX - (BEAM_MAX - BEAM_MIN) * confidence)
-                width = max(2, min(beam, len(frontier)))
-                first = False
-            else:
-                width = beam
+            widths.append(beam_width(scores[order]))
+            width = widths[-1]
             nxt: list[int] = []
             listed: set[int] = set()  # a group listed twice (a row here, an @see stub there) is one candidate
             for r in (frontier[i] for i in order[:width]):
@@ -399,7 +433,7 @@ class _Descent:
                         listed.add(index.row_node[row])
                         nxt.append(row)
             frontier = nxt
-        return leaves, beam
+        return leaves, float(np.mean(widths))
 
 
 def _probe(tree: TreeInputs, index: _TreeIndex, questions: list[tuple[int, str, str]], row_vecs: np.ndarray,
@@ -436,12 +470,18 @@ def _probe(tree: TreeInputs, index: _TreeIndex, questions: list[tuple[int, str, 
     outcomes = {name: np.array(v, dtype=float) for name, v in
                 (("reach", reach), ("navigation", nav_hit), ("bm25", bm25_hit), ("dense", dense_hit))}
     best_flat = "bm25" if outcomes["bm25"].mean() >= outcomes["dense"].mean() else "dense"
-    difference = _interval(outcomes["navigation"] - outcomes[best_flat], groups, key="mean")
-    verdict = "either"
-    if difference["low"] > 0:
-        verdict = "navigation"
-    elif difference["high"] < 0:
-        verdict = "flat"
+    gain = outcomes["navigation"] - outcomes[best_flat]
+    difference = _interval(gain, groups, key="mean")
+    verdict = _verdict(difference)
+    # Per style of question: a title or lead sentence asks what a document is about (as a
+    # known-item search or a help-center question does), a body sentence asks a detail (as an
+    # FAQ drawn from reference text does); the two can favour different methods.
+    by_style = {}
+    for style, members in QUESTION_STYLES.items():
+        mask = np.isin(kinds, members)
+        if mask.any():
+            interval = _interval(gain[mask], groups[:, mask], key="mean")
+            by_style[style] = {**interval, "verdict": _verdict(interval)}
 
     def by_kind(values: np.ndarray) -> dict:
         return {k: round(float(values[kinds == k].mean()), 4) for k in QUESTION_KINDS if (kinds == k).any()}
@@ -449,18 +489,27 @@ def _probe(tree: TreeInputs, index: _TreeIndex, questions: list[tuple[int, str, 
     return {
         "documents": len(set(docs.tolist())), "questions": len(questions), "seed": seed,
         "sample_digest": sha256_hex(*sorted(tree.doc_ids[r] for r in set(docs.tolist())))[:12],
-        "beam": {"min": int(min(beams)), "mean": round(float(np.mean(beams)), 2), "max": int(max(beams))},
+        "beam": {"min": round(float(min(beams)), 2), "mean": round(float(np.mean(beams)), 2),
+                 "max": round(float(max(beams)), 2)},
         "reach": _interval(outcomes["reach"], groups),
         "navigation_recall_at_5": _interval(outcomes["navigation"], groups),
         "flat_recall_at_5": {"bm25": _interval(outcomes["bm25"], groups), "dense": _interval(outcomes["dense"], groups),
                              "best": best_flat},
         "navigation_minus_flat": difference,
+        "by_question_style": by_style,
         "navigation_over_flat": (round(float(outcomes["navigation"].mean() / outcomes[best_flat].mean()), 4)
                                  if outcomes[best_flat].mean() else None),
         "verdict": verdict,
         "by_question": {"reach": by_kind(outcomes["reach"]), "navigation": by_kind(outcomes["navigation"]),
                         best_flat: by_kind(outcomes[best_flat])},
     }
+
+
+def _verdict(difference: dict) -> str:
+    """From the 95% interval of navigation's recall@5 minus the best flat method's."""
+    if difference["low"] is None:
+        return "either"
+    return "navigation" if difference["low"] > 0 else "flat" if difference["high"] < 0 else "either"
 
 
 def _rank(index: _TreeIndex, descent: _Descent, candidates: list[int], dense: np.ndarray, flat: np.ndarray) -> list[int]:
@@ -470,7 +519,8 @@ def _rank(index: _TreeIndex, descent: _Descent, candidates: list[int], dense: np
         return []
     counts = index.card_counts[candidates]
     card = _bm25(_term_columns(index.card_terms, counts, descent.qterms), np.asarray(counts.sum(axis=1), dtype=float).ravel())
-    fused = _rrf(dense[candidates], flat[candidates], card)
+    fused = _rrf(dense[candidates], flat[candidates], card, descent.doc_body[candidates],
+                 weights=(1.0, 1.0, 1.0, BODY_CARD_WEIGHT))
     return [candidates[i] for i in np.argsort(-fused, kind="stable")]
 
 
@@ -502,10 +552,12 @@ def summary_line(report: dict) -> str:
     def show(v: dict) -> str:
         return "n/a" if v["rate"] is None else f"{v['rate']:.2f} [{v['low']:.2f}, {v['high']:.2f}]"
 
+    styles = ", ".join(f"{k} questions {v}" for k, v in report.get("verdict_by_question_style", {}).items())
     ratio = probe.get("navigation_over_flat")
     return (f"reach {show(probe['reach'])}, navigation recall@5 {show(nav)}, flat ({probe['flat_recall_at_5']['best']}) "
             f"recall@5 {show(flat)}" + (f" ({ratio:.2f}x)" if ratio is not None else "")
-            + f" on {probe['questions']} questions; expected winner: {report['verdict']}")
+            + f" on {probe['questions']} questions; expected winner: {report['verdict']}"
+            + (f" ({styles})" if styles else ""))
 
 
 
@@ -530,6 +582,8 @@ def navigability_metadata(report: dict) -> dict:
     return {
         **{name: MetadataValue.float(float(value)) for name, value in numbers.items() if value is not None},
         "navigability_verdict": MetadataValue.text(report["verdict"]),
+        **{f"navigability_verdict_{style}": MetadataValue.text(verdict)
+           for style, verdict in report.get("verdict_by_question_style", {}).items()},
         "navigability_summary": MetadataValue.text(summary_line(report)),
         NAVIGABILITY: MetadataValue.json(report),
     }

@@ -375,7 +375,8 @@ def test_routing_reaches_a_document_the_tree_misfiles(searchable):
 def test_beam_width_follows_how_far_the_best_node_stands_out(searchable):
     from c2s_agent.agent import TurnBudget
     from c2s_agent.navfile import Group
-    from c2s_agent.offline import BEAM_MAX, BEAM_MIN, Navigator, _Node
+    from c2s_agent.offline import Navigator, _Node
+    from c2s_pipeline.beam import BEAM_MAX, BEAM_MIN
     from c2s_agent.tools import TreeTools
 
     result = answer("refund policy", searchable)

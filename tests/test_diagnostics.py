@@ -15,6 +15,7 @@ from c2s_pipeline.artifacts import CorpusArtifacts
 from c2s_pipeline.cache import ItemCache
 from c2s_pipeline.diagnostics import NAVIGABILITY, TreeInputs, diagnose
 from c2s_pipeline.encoder import EmbedStats, Encoder, embed_with_cache
+from c2s_pipeline.text import query_terms
 
 from .conftest import Compiled, compile_into
 
@@ -84,6 +85,13 @@ def test_manifest_reports_every_diagnostic_in_range(sample_tree):
     assert difference["low"] <= difference["mean"] <= difference["high"]
     expected = "navigation" if difference["low"] > 0 else "flat" if difference["high"] < 0 else "either"
     assert report["verdict"] == probe["verdict"] == expected
+    # Per style of question (topic: titles and leads; detail: body sentences), the same rule.
+    styles = probe["by_question_style"]
+    assert set(styles) == {"topic", "detail"}
+    for style in styles.values():
+        assert style["low"] <= style["mean"] <= style["high"]
+        assert style["verdict"] == ("navigation" if style["low"] > 0 else "flat" if style["high"] < 0 else "either")
+    assert report["verdict_by_question_style"] == {k: v["verdict"] for k, v in styles.items()}
     assert sample_tree.manifest["stages"]["staged_tree"]["navigability_seconds"] > 0
 
 
@@ -92,6 +100,8 @@ def test_skill_tree_materialization_carries_the_diagnostics(sample_tree):
     with DagsterInstance.from_config(str(sample_tree.home)) as instance:
         record, = instance.fetch_materializations(
             AssetRecordsFilter(asset_key=AssetKey("skill_tree"), asset_partitions=["sample"]), limit=1).records
+        staged, = instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=AssetKey("staged_tree"), asset_partitions=["sample"]), limit=1).records
     metadata = record.asset_materialization.metadata
     report = sample_tree.manifest[NAVIGABILITY]
     assert metadata["navigability_score"].value == pytest.approx(report["navigability_score"])
@@ -100,10 +110,10 @@ def test_skill_tree_materialization_carries_the_diagnostics(sample_tree):
     assert metadata["largest_skill_share"].value == pytest.approx(report["collapse"]["largest_share"])
     assert metadata["cohesion_level_1"].value == pytest.approx(report["cohesion"]["level_1"])
     assert metadata["navigability_verdict"].value == report["verdict"]
+    for style, verdict in report["verdict_by_question_style"].items():
+        assert metadata[f"navigability_verdict_{style}"].value == verdict
     assert metadata[NAVIGABILITY].value == report
     assert "expected winner" in metadata["navigability_summary"].value
-    staged, = instance.fetch_materializations(
-        AssetRecordsFilter(asset_key=AssetKey("staged_tree"), asset_partitions=["sample"]), limit=1).records
     staged_metadata = staged.asset_materialization.metadata
     assert staged_metadata[NAVIGABILITY].value == report
     # Other tests recompile this corpus: the newest materialization is the same report, not the same run.
@@ -122,6 +132,19 @@ def test_the_probe_is_reproducible_for_a_seed(sample_tree):
     # The structural metrics do not depend on the sample.
     assert small["collapse"] == other["collapse"] == recorded["collapse"]
     assert small["sibling_similarity"] == recorded["sibling_similarity"]
+
+
+def test_only_titles_no_other_document_shares_are_posed(sample_tree, echoes_tree):
+    """"Account update 7" and "Account update 8" share their terms: neither names one document."""
+    from c2s_pipeline.diagnostics import _questions
+
+    for compiled, name in ((sample_tree, "sample"), (echoes_tree, "echoes")):
+        tree = TreeInputs.load(CorpusArtifacts(compiled.home / "artifacts" / name), compiled.out)
+        asked = _questions(tree, 200, 0)
+        titles = [q for _, kind, q in asked if kind == "title"]
+        everyone = [frozenset(query_terms(tree.cards[d].title)) for d in tree.doc_ids]
+        assert all(everyone.count(frozenset(query_terms(t))) == 1 for t in titles)
+        assert bool(titles) == (name == "sample")  # every echo's title is "Account update N"
 
 
 def test_a_degenerate_corpus_reads_worse_than_the_sample_corpus(sample_tree, echoes_tree):

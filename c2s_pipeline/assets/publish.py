@@ -36,7 +36,7 @@ from ..render import DocCard, NodeExtras, doc_stub, group_stub, render_node
 from ..resources import EncoderResource, LLMResource, WorkspaceResource
 from ..search_index import SearchIndex, write_search_index
 from ..storage import publish_tree
-from ..term_index import build_term_index
+from ..term_index import build_term_index, parse_term_lines
 from ..text import clip, sha256_hex
 from ..tree import Forest, Node, build_forest
 from ..validate import check_tree
@@ -244,7 +244,7 @@ def staged_tree(context: AssetExecutionContext, workspace: WorkspaceResource, ll
         write_search_index(staged)  # the agent's flat fallback: reads the store and manifest just written
         # Probed with the search index just written, so the flat side ranks as the agent's search tool.
         tree = TreeInputs(forest, cards, docs["doc_id"].to_list(), docs["text"].to_list(), vectors,
-                          soft_members(art), SearchIndex.load(staged), files)
+                          soft_members(art), SearchIndex.load(staged), files, parse_term_lines(terms_text))
         started = time.perf_counter()
         report = diagnose(tree, lambda texts: embed_with_cache(encoder.encoder, workspace.workspace.cache, texts,
                                                                stage.embeddings))

@@ -1,0 +1,32 @@
+"""How a navigator weighs its evidence and how many nodes a level opens: one definition for the
+offline navigator (``c2s_agent.offline``) and the compiler's navigability probe
+(:mod:`c2s_pipeline.diagnostics`), so the probe descends as the navigator does."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+RRF_K = 10.0  # small k: candidate lists are short (tens), so top ranks should count
+# Grep counts below a node rank the branch holding the answer first more often than the row's
+# text does (on development trees, at every level), so they count four times in the fusion.
+EVIDENCE_WEIGHT = 4.0
+# Nodes opened per level, from how far the level's best node stands out in fused score (its
+# third-best under CLEAR_LEAD of it: BEAM_MIN; its second-best at NEAR_TIE or more: BEAM_MAX;
+# else one more than BEAM_MIN). On development trees the branch holding the answer ranked first
+# or second in all but a few levels with a clear lead, and within the top three in nearly all
+# of the rest; the extra node each way is the margin that kept recall at a narrower read.
+BEAM_MIN, BEAM_MAX = 3, 5
+CLEAR_LEAD, NEAR_TIE = 0.85, 0.95
+# The term index (body words) in the node fusion: a higher weight won more body-text questions
+# on development sets and lost title ones...
+BODY_WEIGHT = 2.0
+BODY_CARD_WEIGHT = 3.0  # ... and in ranking the documents of the leaves reached (their own words)
+TERM_PLACES = 6  # leaves read per question term when surveying: the index lists them most-used first
+
+
+def beam_width(ranked: Sequence[float]) -> int:
+    """Nodes to open from a level's fused scores, best first: fewest when the third is well
+    behind the first, most when the second nearly ties it. Not from the corpus size."""
+    best = (ranked[0] if len(ranked) else 0.0) or 1.0
+    second, third = (ranked[i] / best if len(ranked) > i else 0.0 for i in (1, 2))
+    return BEAM_MIN if third < CLEAR_LEAD else BEAM_MAX if second >= NEAR_TIE else BEAM_MIN + 1
