@@ -22,8 +22,9 @@ What is measured:
   nav files below each node and the best term-index row below it; 3-5 nodes a level), reaches
   the document when a leaf it opens lists it (as a row or an ``@see`` stub): the share reached
   is the **navigability score**. The reached documents are ranked on document vector, BM25,
-  card BM25 and their term-index rows for navigation's recall@5. The same questions go to the tree's flat BM25
-  index (as the agent's search tool ranks) and to dense retrieval over the document vectors.
+  card BM25 and their term-index rows for navigation's recall@5. The same questions go to the
+  tree's flat BM25 index (as the agent's search tool ranks) and to dense retrieval over the
+  document vectors.
 
 The verdict compares navigation's recall@5 (not its reach: a flat method is judged on its top
 five too) with the better flat method's on the same questions, by a paired bootstrap over the
@@ -36,8 +37,8 @@ retrieval; ``navigation_over_flat`` (the ratio of the two recalls) says by how m
 verdict was reached.
 
 Scoring shares the navigator's term rules (:mod:`c2s_pipeline.text`) and weights and beam rule
-(:mod:`c2s_pipeline.beam`) without importing ``c2s_agent.offline``, since the compiler and the agent do not import each other; it leaves out what the
-navigator adds on top (entity-index hits, related-skill jumps, backtracking, routing to search),
+(:mod:`c2s_pipeline.beam`) without importing ``c2s_agent.offline``, since the compiler and the
+agent do not import each other; it leaves out what the navigator adds on top (entity-index hits, related-skill jumps, backtracking, routing to search),
 so the probe measures the tree, not the agent's recoveries.
 """
 
@@ -104,8 +105,13 @@ class TreeInputs:
         return cls(forest, _cards(art), docs["doc_id"].to_list(), docs["text"].to_list(),
                    art.read_matrix("doc_vectors.npy"), soft_members(art), SearchIndex.load(out),
                    {n.nav_file: (Path(out) / n.nav_file).read_text(encoding="utf-8") for n in forest.nodes()},
-                   parse_term_lines(terms.read_text(encoding="utf-8")) if (terms := Path(out) / TERM_INDEX_FILE).is_file()
-                   else {})
+                   _term_index(Path(out)))
+
+
+def _term_index(out: Path) -> dict[str, TermPostings]:
+    """A tree's term_index.txt, parsed (trees compiled before it have none)."""
+    path = out / TERM_INDEX_FILE
+    return parse_term_lines(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
 def soft_members(art: CorpusArtifacts) -> dict[str, list[str]]:

@@ -692,6 +692,24 @@ def test_ctrl_c_ends_a_compile_with_one_line_and_130(tmp_path):
     assert json.loads(rerun.stdout)["stats"]["documents"]["accepted"] == 300
 
 
+def test_a_ctrl_c_recorded_between_stages_stops_the_next_one():
+    """Dagster only records a SIGINT that lands between steps (and forgets it when the run ends);
+    the next stage takes it up instead of running."""
+    import signal
+
+    from dagster import DagsterExecutionInterruptedError
+    from dagster._utils.interrupts import capture_interrupts
+
+    from c2s_pipeline.assets._stage import Stage
+
+    with capture_interrupts():
+        Stage("documents", context=None, workspace=None)  # nothing recorded: the stage starts
+        os.kill(os.getpid(), signal.SIGINT)  # recorded, not raised
+        with pytest.raises(DagsterExecutionInterruptedError, match="interrupted before doc_cards"):
+            Stage("doc_cards", context=None, workspace=None)
+        Stage("doc_embeddings", context=None, workspace=None)  # taken up once
+
+
 def test_a_broken_registry_is_one_line_naming_the_file(tmp_path):
     corpus = small_corpus(tmp_path / "corpus")
     write(tmp_path / "home" / "corpora.yaml", "corpora:\n  x: [unclosed\n")

@@ -19,6 +19,7 @@ from dagster import (
     MetadataValue,
     RetryPolicy,
 )
+from dagster._utils.interrupts import pop_captured_interrupt  # no public form (dagster is pinned)
 
 from ..artifacts import CorpusArtifacts
 from ..encoder import EmbedStats
@@ -88,6 +89,13 @@ class Stage:
     embeddings: EmbedStats = field(default_factory=EmbedStats)
     _provider: CompileProvider | None = field(default=None, init=False, repr=False)
     _usage_before: dict | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # A Ctrl-C that lands while Dagster is between steps is only recorded, and Dagster drops
+        # the record when the run ends: the run would go on to finish. Every stage starts by
+        # taking it up, as if the signal had landed in the stage itself.
+        if pop_captured_interrupt():
+            raise DagsterExecutionInterruptedError(f"interrupted before {self.name}")
 
     @cached_property
     def corpus(self) -> CorpusSpec:
