@@ -7,7 +7,8 @@ One question, in rounds ("turns") of tool calls:
    (lexical evidence: how many card and summary lines below the node mention it; one number
    per node, so what is read grows with the skills, not the tree), an entity-index lookup
    for entities the question names, and the term-index lines of its words (one grep of
-   term_index.txt: which leaves, and which rows in them, hold documents whose bodies use them);
+   term_index.txt: which leaves, and which rows in them, hold documents whose bodies use them,
+   and one for the folders of the leaves with the best rows);
 2. descend: score the candidate nodes of this level (skills, then sub-groups and ``@see``
    group stubs of the nodes opened) by reciprocal rank fusion of embedding similarity to the
    row (or the node's name), BM25 on it, grep evidence below the node (weighted most),
@@ -15,8 +16,8 @@ One question, in rounds ("turns") of tool calls:
    best stands out): an inner node is listed (``ls`` of its folder: its children's names), a
    leaf's rows are read (its document cards); below the first level the grep counts cover only
    the children of the nodes opened (the beam's branches); repeat down to the leaves; jump to
-   related skills when the chosen skills are thin, and backtrack to the best unexplored node
-   when the leaves reached look poor. What is read grows with the depth and the width
+   related skills when the chosen skills are thin, open the leaves of the best term-index rows
+   the beam missed, and backtrack to the best unexplored node when the leaves reached look poor. What is read grows with the depth and the width
    chosen, not the corpus size;
 3. route: the confidence that navigation reached the evidence (share of the question's term
    weight inside the opened leaves, times the first level's confidence). Below
@@ -42,10 +43,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from c2s_pipeline.beam import (BEAM_MIN, BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, RRF_K, TERM_PLACES,
-                                beam_width)
+from c2s_pipeline.beam import (BEAM_MIN, BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, RRF_K, TERM_JUMP,
+                                TERM_LEAVES, beam_width)
 from c2s_pipeline.layout import ENTITY_INDEX_FILE, SECTION_RELATED, TERM_INDEX_FILE
-from c2s_pipeline.term_index import parse_term_lines, term_pattern
+from c2s_pipeline.term_index import leaf_name_pattern, leaf_pattern, parse_leaf_lines, parse_term_lines, term_pattern
 from c2s_pipeline.text import query_terms, terms, tokens
 
 from .compose import compose_answer
@@ -203,23 +204,28 @@ class Navigator:
 
     def _body_terms(self) -> dict[str, float]:
         """Leaves whose documents' bodies use the question's distinctive words -> the score of
-        their best row (the idf of the words one document uses), from term_index.txt in one grep
-        (the first places per word)."""
-        rows: dict[tuple[str, int], float] = {}
+        their best row (the idf of the words one document uses), from term_index.txt: one grep
+        for the question's term lines, one for the folders of the best :data:`TERM_LEAVES` leaves."""
+        self.term_rows: dict[tuple[int, int], float] = {}  # (leaf number, row) -> idf of the words it uses
+        self.leaf_numbers: dict[str, int] = {}  # leaf nav file -> its number, where read
         if not self.qterms:
             return {}  # (a tree compiled without the index answers with an error line: no places)
-        out = self.tools.code_execution(
-            f"grep -o -E {shlex.quote(term_pattern(self.qterms) + '[0-9]+( [^ ]+){0,' + str(TERM_PLACES) + '}')} "
-            f"{TERM_INDEX_FILE}")
+        out = self.tools.code_execution(f"grep -E {shlex.quote(term_pattern(self.qterms))} {TERM_INDEX_FILE}")
         for post in parse_term_lines(out).values():
-            idf = float(np.log(1.0 + self.documents / (1.0 + post.documents)))
+            idf = post.idf(self.documents)
             for leaf, numbers in post.leaves.items():
                 for row in numbers:
-                    rows[leaf, row] = rows.get((leaf, row), 0.0) + idf
-        scores: dict[str, float] = {}
-        for (leaf, _), score in rows.items():
-            scores[leaf] = max(scores.get(leaf, 0.0), score)
-        return scores
+                    self.term_rows[leaf, row] = self.term_rows.get((leaf, row), 0.0) + idf
+        best: dict[int, float] = {}
+        for (leaf, _), score in self.term_rows.items():
+            best[leaf] = max(best.get(leaf, 0.0), score)
+        top = sorted(best, key=lambda n: (-best[n], n))[:TERM_LEAVES]
+        if not top:
+            return {}
+        found = parse_leaf_lines(self.tools.code_execution(
+            f"grep -E {shlex.quote(leaf_pattern(top))} {TERM_INDEX_FILE}"))
+        self.leaf_numbers = {nav: number for number, nav in found.items()}
+        return {nav: best[number] for number, nav in found.items()}
 
     # -- descent ------------------------------------------------------------------------
 
@@ -254,6 +260,7 @@ class Navigator:
                         seen.add(g.path)
                         frontier.append(_Node(g, nav.path))
             level += 1
+        leaves += self._term_jump()
         # Backtrack: when the question's distinctive terms occur in the tree but in none of
         # the leaves reached, go back to the unexplored node that holds most of what is missing.
         for _ in range(MAX_BACKTRACKS):
@@ -269,6 +276,18 @@ class Navigator:
             self.notes.append(f"backtrack to {start.group.path}")
             leaves += self._greedy_from(start, pending)
         return leaves
+
+    def _term_jump(self) -> list[NavFile]:
+        """Open the leaves holding the question's best term-index rows that the descent missed."""
+        best = sorted(self.body_hits, key=lambda nav: -self.body_hits[nav])[:TERM_JUMP]
+        nodes = [_Node(Group(posixpath.basename(posixpath.dirname(nav)), nav, 0, ""), "") for nav in best
+                 if nav not in self.read]
+        if not nodes or not self._can_descend():
+            return []
+        for n in nodes:
+            self.levels[n.group.path] = 1
+        self.notes.append(f"term-index jump to {len(nodes)} leaf(s)")
+        return self._open(nodes)
 
     def _missing(self, leaves: list[NavFile]) -> list[str]:
         """Terms carrying much of the question's weight that the tree has but the leaves lack."""
@@ -491,25 +510,16 @@ class Navigator:
 
     def _row_scores(self, ids: list[str]) -> np.ndarray:
         """Per card of the leaves reached, the idf of the question's words its document uses,
-        from the term-index lines of those words cut down to the places in those leaves (one
-        grep per few leaves; a leaf is named by its folder's last part, unique in the tree)."""
-        leaf_of = {posixpath.basename(posixpath.dirname(leaf)): leaf for leaf, _ in self.rows.values()}
-        scores: dict[tuple[str, int], float] = {}
-        for chunk in _chunks(sorted(leaf_of), TERM_LEAVES_PER_GREP) if self.qterms else []:
-            out = self.tools.code_execution(
-                f"grep -E {shlex.quote(term_pattern(self.qterms))} {TERM_INDEX_FILE} | grep -o -E "
-                + shlex.quote(f"^[^ ]+ [0-9]+ |[ /]({'|'.join(chunk)}):[0-9,]+"))
-            idf = 0.0
-            for line in out.splitlines():
-                head = re.fullmatch(r"\S+ (\d+) ", line)
-                place = re.fullmatch(r"[ /]([^:]+):([\d,]+)", line)
-                if head:
-                    idf = float(np.log(1.0 + self.documents / (1.0 + int(head[1]))))
-                elif place and place[1] in leaf_of:
-                    for row in map(int, place[2].split(",")):
-                        key = (leaf_of[place[1]], row)
-                        scores[key] = scores.get(key, 0.0) + idf
-        return np.array([scores.get(self.rows[d], 0.0) if d in self.rows else 0.0 for d in ids])
+        from the term lines the survey read; the numbers of reached leaves it did not name are
+        looked up by folder name (unique in the tree), a few leaves a grep."""
+        names = {posixpath.basename(posixpath.dirname(leaf)): leaf for leaf, _ in self.rows.values()
+                 if leaf not in self.leaf_numbers}
+        for chunk in _chunks(sorted(names), TERM_LEAVES_PER_GREP) if self.term_rows else []:
+            found = parse_leaf_lines(self.tools.code_execution(
+                f"grep -E {shlex.quote(leaf_name_pattern(chunk))} {TERM_INDEX_FILE}"))
+            self.leaf_numbers.update({nav: number for number, nav in found.items()})
+        return np.array([self.term_rows.get((self.leaf_numbers.get(self.rows[d][0], 0), self.rows[d][1]), 0.0)
+                         if d in self.rows else 0.0 for d in ids])
 
     def _path(self, ranked: list[str], cards: dict[str, Card], cited: int) -> str:
         """skills → skill → group → … → N docs, along the branch of the best document."""

@@ -21,7 +21,12 @@ CLEAR_LEAD, NEAR_TIE = 0.85, 0.95
 # on development sets and lost title ones...
 BODY_WEIGHT = 2.0
 BODY_CARD_WEIGHT = 3.0  # ... and in ranking the documents of the leaves reached (their own words)
-TERM_PLACES = 6  # leaves read per question term when surveying: the index lists them most-used first
+TERM_LEAVES = 8  # leaves whose folders the survey looks up: those with the best rows for the question's words
+# ... of which the best are opened even when the beam did not reach them: a body-text question's
+# words are mostly in no nav row, so the branch scores miss its leaf where the term index names it
+# (on development trees the index's best or second-best leaf held the answer to ~95% of body-text
+# questions; weighting the index more in the branch scores instead lost title questions).
+TERM_JUMP = 2
 
 
 def beam_width(ranked: Sequence[float]) -> int:

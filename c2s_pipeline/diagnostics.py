@@ -54,12 +54,12 @@ from scipy import sparse
 from sklearn.feature_extraction.text import CountVectorizer
 
 from .artifacts import CorpusArtifacts
-from .beam import BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, RRF_K, TERM_PLACES, beam_width
+from .beam import BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, RRF_K, TERM_JUMP, TERM_LEAVES, beam_width
 from .hierarchy import normalise
 from .render import DocCard, doc_row, group_row
 from .layout import TERM_INDEX_FILE
 from .search_index import SearchIndex
-from .term_index import TermPostings, parse_term_lines
+from .term_index import TermIndex, parse_term_index
 from .text import clip, content_tokens, query_terms, sentences, sha256_hex, terms, tokens
 from .tree import Forest, Node, build_forest
 
@@ -92,7 +92,7 @@ class TreeInputs:
     soft: dict[str, list[str]]  # node id -> items it lists as @see stubs (doc ids in leaves, node ids above)
     search: SearchIndex  # the tree's flat BM25 index, as the agent's search tool ranks
     nav_files: dict[str, str]  # path -> rendered text of every nav file
-    term_index: dict[str, TermPostings] = field(default_factory=dict)  # term_index.txt, parsed
+    term_index: TermIndex = field(default_factory=TermIndex)  # term_index.txt, parsed
 
     @classmethod
     def load(cls, art: CorpusArtifacts, out: str | Path) -> TreeInputs:
@@ -108,10 +108,10 @@ class TreeInputs:
                    _term_index(Path(out)))
 
 
-def _term_index(out: Path) -> dict[str, TermPostings]:
+def _term_index(out: Path) -> TermIndex:
     """A tree's term_index.txt, parsed (trees compiled before it have none)."""
     path = out / TERM_INDEX_FILE
-    return parse_term_lines(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    return parse_term_index(path.read_text(encoding="utf-8")) if path.is_file() else TermIndex()
 
 
 def soft_members(art: CorpusArtifacts) -> dict[str, list[str]]:
@@ -377,28 +377,30 @@ class _Descent:
         self.leaf_best, self.doc_body = self._term_index_scores()
 
     def _term_index_scores(self) -> tuple[np.ndarray, np.ndarray]:
-        """What the navigator's term-index reads give: per leaf, its best document's score from
-        the first places of each question term (the survey), and per document, the idf of the
-        question's listed terms it uses (for ranking the leaves reached)."""
+        """What the navigator's term-index reads give: per leaf, its best document's score, for
+        the :data:`TERM_LEAVES` best leaves (those whose folders the survey looks up), and per
+        document, the idf of the question's listed terms it uses (for ranking the leaves reached)."""
         index = self.index
         docs = len(index.doc_row)
         leaf_rows: dict[tuple[int, int], float] = {}
         doc_body = np.zeros(docs)
         for term in self.qterms:
-            post = index.term_index.get(term)
+            post = index.term_index.terms.get(term)
             if post is None:
                 continue
-            idf = float(np.log(1.0 + docs / (1.0 + post.documents)))
-            for place, (leaf, rows) in enumerate(post.leaves.items()):
-                node = index.nav_node.get(leaf)
+            idf = post.idf(docs)
+            for leaf, rows in post.leaves.items():
+                node = index.nav_node.get(index.term_index.leaves.get(leaf, ""))
                 members = index.leaf_rows.get(node, [])
                 for r in (r for r in rows if 1 <= r <= len(members)):
                     doc_body[members[r - 1]] += idf
-                    if place < TERM_PLACES:
-                        leaf_rows[node, r] = leaf_rows.get((node, r), 0.0) + idf
-        leaf_best = np.zeros(len(index.nodes))
+                    leaf_rows[node, r] = leaf_rows.get((node, r), 0.0) + idf
+        best: dict[int, float] = {}
         for (node, _), score in leaf_rows.items():
-            leaf_best[node] = max(leaf_best[node], score)
+            best[node] = max(best.get(node, 0.0), score)
+        leaf_best = np.zeros(len(index.nodes))
+        for node in sorted(best, key=lambda n: (-best[n], n))[:TERM_LEAVES]:
+            leaf_best[node] = best[node]
         return leaf_best, doc_body
 
     def score(self, rows: list[int]) -> np.ndarray:
@@ -439,6 +441,9 @@ class _Descent:
                         listed.add(index.row_node[row])
                         nxt.append(row)
             frontier = nxt
+        # The navigator also opens the leaves of the best term-index rows the beam missed.
+        jump = [n for n in np.argsort(-self.leaf_best, kind="stable")[:TERM_JUMP] if self.leaf_best[n] > 0]
+        leaves += [index.nodes[n].node_id for n in jump if n not in opened]
         return leaves, float(np.mean(widths))
 
 

@@ -2,19 +2,28 @@
 
 Nav rows carry titles, one-line summaries, phrases and identifiers, but a question is often
 asked in words that only a document's body holds (a sentence of a reference page, an option
-described in passing). The compiler writes, beside the tree, one line per distinctive body term:
+described in passing). The compiler writes, beside the tree, one line per leaf and then one line
+per distinctive body term:
 
+    @LEAF FOLDER
     TERM DOCS LEAF:ROW,ROW LEAF:ROW ...
 
-``TERM`` is a stemmed content term (:func:`c2s_pipeline.text.terms`, as questions are matched),
-``DOCS`` how many documents use it, and each ``LEAF:ROWS`` a leaf (its folder below ``skills/``)
-with the rows of its ``## Documents`` section (1-based) whose documents use it; leaves with the
-most rows first. So a navigator can tell which leaf holds one document using all of a
-question's rare words, and, once it has read that leaf, which of its rows. A navigator reads the lines of its question's
-terms with one ``grep -E '^(t1|t2) ' term_index.txt``: what is read grows with the question, not
-the corpus. Terms used by documents of more than :data:`MAX_LEAF_SHARE` of the leaves say little
-about where to go or which row to take (on development sets, listing them all grew the file by half
-for two points of recall), so they are left out.
+``LEAF`` is a number naming a leaf, and its ``@LEAF`` line gives the leaf's folder below
+``skills/``. ``TERM`` is a stemmed content term (:func:`c2s_pipeline.text.terms`, as questions
+are matched), ``DOCS`` how many documents use it, and each ``LEAF:ROWS`` a leaf with the rows of
+its ``## Documents`` section (1-based) whose documents use the term; leaves with the most rows
+first. So a navigator can tell which leaf holds one document using all of a question's rare
+words, and, once it has read that leaf, which of its rows.
+
+A navigator reads the lines of its question's terms with one ``grep -E '^(t1|t2) '
+term_index.txt``, and the folders of the leaves it wants with one ``grep -E '^@(3|17) '``: what
+is read grows with the question, not the corpus. Leaves are numbers, not folders, in the term
+lines because a folder is ~100 characters and a term is listed in up to a quarter of the leaves:
+with folders, a question's full lines ran to ~4 KB and the file to ~3.6 KB a document, so a
+navigator could afford only each term's first few leaves, and those missed the leaf holding the
+answer to a quarter of body-text questions on development sets. Terms used by documents of more
+than :data:`MAX_LEAF_SHARE` of the leaves say little about where to go or which row to take
+(listing them all grew the file by half for two points of recall), so they are left out.
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable
 
 from .layout import INDEX_FILE, SKILL_FILE, SKILLS_DIR
@@ -30,14 +39,27 @@ from .text import terms
 
 MAX_LEAF_SHARE = 0.25  # a term in more leaves than this share (at least MIN_LEAVES) is not listed
 MIN_LEAVES = 3
-_TERM = re.compile(r"[^\s:]+")  # a line is split at spaces and a place at its last colon
-HEADER = "# term_index: TERM DOCS LEAF:ROW,ROW ... (LEAF: folder below skills/; ROW: its document rows using TERM)"
+LEAF_MARK = "@"  # starts a leaf line; no term starts with it
+_TERM = re.compile(r"[^\s:@][^\s:]*")  # a line is split at spaces and a place at its colon
+_LEAF_LINE = re.compile(r"@(\d+) (\S+)")
+HEADER = ("# term_index: '@LEAF FOLDER' lines (FOLDER below skills/), then 'TERM DOCS LEAF:ROW,ROW ...' "
+          "(ROW: the leaf's ## Documents rows whose documents use TERM)")
 
 
 @dataclass(frozen=True)
 class TermPostings:
     documents: int  # documents using the term, corpus-wide
-    leaves: dict[str, tuple[int, ...]]  # leaf nav file -> rows (1-based) of its documents using the term
+    leaves: dict[int, tuple[int, ...]]  # leaf number -> rows (1-based) of its documents using the term
+
+    def idf(self, corpus_documents: int) -> float:
+        """How much a document's use of the term says: rarer terms say more."""
+        return math.log(1.0 + corpus_documents / (1.0 + self.documents))
+
+
+@dataclass
+class TermIndex:
+    leaves: dict[int, str] = field(default_factory=dict)  # leaf number -> its nav file
+    terms: dict[str, TermPostings] = field(default_factory=dict)
 
 
 def leaf_folder(nav_file: str) -> str:
@@ -51,24 +73,22 @@ def leaf_nav_file(folder: str) -> str:
 
 
 def build_term_index(leaves: Iterable[tuple[str, Iterable[str]]]) -> str:
-    """``leaves``: (leaf nav file, its documents' title and text in row order) -> the file's
-    text, terms sorted."""
-    used: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
-    count = 0
-    for nav_file, texts in leaves:
-        folder = leaf_folder(nav_file)
-        count += 1
+    """``leaves``: (leaf nav file, its documents' title and text in row order), numbered 1, 2, ...
+    in the order given -> the file's text: the leaf lines, then the term lines sorted."""
+    used: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+    lines = [HEADER]
+    for number, (nav_file, texts) in enumerate(leaves, 1):
+        lines.append(f"{LEAF_MARK}{number} {leaf_folder(nav_file)}")
         for row, text in enumerate(texts, 1):
             for term in set(terms(text)):
-                used[term][folder].append(row)
-    cap = max(MIN_LEAVES, math.ceil(MAX_LEAF_SHARE * count))
-    lines = [HEADER]
+                used[term][number].append(row)
+    cap = max(MIN_LEAVES, math.ceil(MAX_LEAF_SHARE * (len(lines) - 1)))
     for term in sorted(used):
         by_leaf = used[term]
         if len(by_leaf) > cap or not _TERM.fullmatch(term):
             continue
-        places = " ".join(f"{f}:{','.join(map(str, rows))}"
-                          for f, rows in sorted(by_leaf.items(), key=lambda kv: (-len(kv[1]), kv[0])))
+        places = " ".join(f"{leaf}:{','.join(map(str, rows))}"
+                          for leaf, rows in sorted(by_leaf.items(), key=lambda kv: (-len(kv[1]), kv[0])))
         lines.append(f"{term} {sum(map(len, by_leaf.values()))} {places}")
     return "\n".join(lines) + "\n"
 
@@ -78,18 +98,39 @@ def term_pattern(words: Iterable[str]) -> str:
     return "^(" + "|".join(re.escape(w) for w in dict.fromkeys(words)) + ") "
 
 
+def leaf_pattern(numbers: Iterable[int]) -> str:
+    """... matching the leaf lines of these leaf numbers."""
+    return f"^{LEAF_MARK}(" + "|".join(str(n) for n in dict.fromkeys(numbers)) + ") "
+
+
+def leaf_name_pattern(names: Iterable[str]) -> str:
+    """... matching the leaf lines of the leaves with these folder names (a folder's last part)."""
+    return f"^{LEAF_MARK}[0-9]+ ([^ ]*/)?(" + "|".join(re.escape(n) for n in dict.fromkeys(names)) + ")$"
+
+
 def parse_term_lines(text: str) -> dict[str, TermPostings]:
-    """Lines of term_index.txt (any subset, e.g. grep output) -> {term: postings}; other lines are skipped."""
+    """Term lines of term_index.txt (any subset, e.g. grep output) -> {term: postings}; other
+    lines are skipped."""
     out: dict[str, TermPostings] = {}
     for line in text.splitlines():
         parts = line.split(" ")
-        if len(parts) < 3 or not parts[1].isdigit():
+        if len(parts) < 3 or not parts[1].isdigit() or not _TERM.fullmatch(parts[0]):
             continue
         leaves = {}
         for place in parts[2:]:
-            folder, _, rows = place.rpartition(":")
+            leaf, _, rows = place.partition(":")
             numbers = tuple(int(r) for r in rows.split(",") if r.isdigit())
-            if folder and numbers:
-                leaves[leaf_nav_file(folder)] = numbers
+            if leaf.isdigit() and numbers:
+                leaves[int(leaf)] = numbers
         out[parts[0]] = TermPostings(int(parts[1]), leaves)
     return out
+
+
+def parse_leaf_lines(text: str) -> dict[int, str]:
+    """Leaf lines of term_index.txt (any subset) -> {leaf number: its nav file}."""
+    return {int(m[1]): leaf_nav_file(m[2]) for line in text.splitlines() if (m := _LEAF_LINE.fullmatch(line))}
+
+
+def parse_term_index(text: str) -> TermIndex:
+    """The whole file (or any subset of its lines)."""
+    return TermIndex(parse_leaf_lines(text), parse_term_lines(text))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .frontmatter import frontmatter_problems
 from .layout import INDEX_FILE, SECTION_DOCUMENTS, SECTION_SUBGROUPS, SKILL_FILE, SKILLS_DIR, TERM_INDEX_FILE
-from .term_index import parse_term_lines
+from .term_index import parse_leaf_lines, parse_term_lines
 
 NAV_FILE_WARN_BYTES = 2048
 DOC_ROW = re.compile(r"^- `([^`]+)` \*\*", re.MULTILINE)
@@ -107,18 +107,24 @@ def check_tree(root: Path, doc_ids: list[str], p: int) -> list[CheckOutcome]:
 
 
 def _term_index_rows(root: Path, rows: dict[str, int]) -> CheckOutcome:
-    """term_index.txt names leaves and row numbers: each must be a row the leaf lists, or a
-    navigator would credit the wrong document."""
+    """term_index.txt names leaves by number and rows within them: each leaf line must name a
+    leaf of the tree, and each place a leaf line and a row that leaf lists, or a navigator would
+    credit the wrong document."""
     path = root / TERM_INDEX_FILE
     if not path.is_file():
         return CheckOutcome("term_index_rows", False, True, f"{TERM_INDEX_FILE} is missing")
     bad = []
+    leaves: dict[int, str] = {}
     with path.open(encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
+            for number, leaf in parse_leaf_lines(line).items():
+                leaves[number] = leaf
+                if not rows.get(leaf):
+                    bad.append(f"line {lineno}: leaf {number} ({leaf}) is not a leaf of the tree")
             for term, post in parse_term_lines(line).items():
-                bad += [f"line {lineno} ({term}): {leaf} row {r}" for leaf, listed in post.leaves.items()
-                        for r in listed if not 1 <= r <= rows.get(leaf, 0)]
+                bad += [f"line {lineno} ({term}): leaf {leaf} row {r}" for leaf, listed in post.leaves.items()
+                        for r in listed if not 1 <= r <= rows.get(leaves.get(leaf, ""), 0)]
     return CheckOutcome(
         "term_index_rows", not bad, True,
         "every term-index place is a document row of its leaf" if not bad else
-        f"{len(bad)} place(s) name no document row, e.g. {bad[:3]}", {"bad_places": len(bad)})
+        f"{len(bad)} place(s) or leaf line(s) name no document row, e.g. {bad[:3]}", {"bad_places": len(bad)})

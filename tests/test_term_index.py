@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from c2s_pipeline.term_index import build_term_index, leaf_folder, leaf_nav_file, parse_term_lines, term_pattern
+import re
+
+from c2s_pipeline.term_index import (build_term_index, leaf_folder, leaf_name_pattern, leaf_nav_file, leaf_pattern,
+                                     parse_leaf_lines, parse_term_index, parse_term_lines, term_pattern)
 
 LEAVES = [
     ("skills/billing/refunds/INDEX.md", ["Refund a charge\nRefunds reach the card in 5 days.",
@@ -12,38 +15,47 @@ LEAVES = [
 ]
 
 
-def test_places_are_leaves_and_rows_most_rows_first():
-    index = parse_term_lines(build_term_index(LEAVES))
-    assert index["refund"].documents == 2
-    assert index["refund"].leaves == {"skills/billing/refunds/INDEX.md": (1,), "skills/domains/SKILL.md": (1,)}
-    assert index["charge"].leaves == {"skills/billing/refunds/INDEX.md": (1, 2)}
-    assert index["invoice"].leaves == {"skills/billing/invoices/INDEX.md": (1,)}
-    assert "the" not in index and "are" not in index  # stop words are not terms
+def test_leaves_are_numbered_in_order_and_places_are_leaf_numbers_and_rows_most_rows_first():
+    index = parse_term_index(build_term_index(LEAVES))
+    assert index.leaves == {1: "skills/billing/refunds/INDEX.md", 2: "skills/billing/invoices/INDEX.md",
+                            3: "skills/domains/SKILL.md"}
+    assert index.terms["refund"].documents == 2
+    assert index.terms["refund"].leaves == {1: (1,), 3: (1,)}
+    assert index.terms["charge"].leaves == {1: (1, 2)}
+    assert index.terms["invoice"].leaves == {2: (1,)}
+    assert "the" not in index.terms and "are" not in index.terms  # stop words are not terms
+    assert index.terms["invoice"].idf(4) > index.terms["refund"].idf(4) > 0  # rarer says more
 
 
 def test_a_term_in_more_leaves_than_the_cap_is_left_out():
     many = [(f"skills/s{i}/SKILL.md", [f"Topic {i}\nEvery page says widget."]) for i in range(20)]
     index = parse_term_lines(build_term_index(many + [("skills/t/SKILL.md", ["Rare\nOnly here: sprocket."])]))
     assert "widget" not in index  # in 20 of 21 leaves: no direction
-    assert index["sprocket"].leaves == {"skills/t/SKILL.md": (1,)}
+    assert index["sprocket"].leaves == {21: (1,)}
 
 
-def test_lines_are_sorted_with_a_header_and_parse_back_from_grep_output():
+def test_leaf_lines_then_sorted_term_lines_each_parse_back_from_grep_output():
     text = build_term_index(LEAVES)
     lines = text.splitlines()
-    assert lines[0].startswith("# term_index:") and lines[1:] == sorted(lines[1:])
-    # A subset of the lines (what `grep` prints) parses on its own; other lines are ignored.
-    subset = "\n".join(line for line in lines if line.startswith(("refund ", "invoice "))) + "\ngrep: noise\n"
-    assert set(parse_term_lines(subset)) == {"refund", "invoice"}
+    assert lines[0].startswith("# term_index:")
+    assert [line.split(" ")[0] for line in lines[1:4]] == ["@1", "@2", "@3"] and lines[4:] == sorted(lines[4:])
+    # Subsets of the lines (what `grep` prints) parse on their own; other lines are ignored.
+    subset = "\n".join(line for line in lines if re.match(term_pattern(["refund", "invoice"]), line))
+    assert set(parse_term_lines(subset + "\ngrep: noise\n@2 billing/invoices")) == {"refund", "invoice"}
+    assert parse_leaf_lines("\n".join(line for line in lines if re.match(leaf_pattern([3, 1]), line))) == {
+        1: "skills/billing/refunds/INDEX.md", 3: "skills/domains/SKILL.md"}
+    by_name = [line for line in lines if re.match(leaf_name_pattern(["invoices", "domains"]), line)]
+    assert by_name == ["@2 billing/invoices", "@3 domains"]
 
 
-def test_leaf_folders_round_trip_and_the_pattern_matches_whole_terms():
+def test_leaf_folders_round_trip_and_the_patterns_match_whole_terms_and_numbers():
     for nav in ("skills/a/SKILL.md", "skills/a/b/c/INDEX.md"):
         assert leaf_nav_file(leaf_folder(nav)) == nav
-    import re
     pattern = re.compile(term_pattern(["refund", "merge.ff"]))
-    assert pattern.match("refund 2 a:1") and pattern.match("merge.ff 1 a:1")
-    assert not pattern.match("refunds 2 a:1") and not pattern.match("mergexff 1 a:1")
+    assert pattern.match("refund 2 1:1") and pattern.match("merge.ff 1 1:1")
+    assert not pattern.match("refunds 2 1:1") and not pattern.match("mergexff 1 1:1")
+    assert re.match(leaf_pattern([1]), "@1 a") and not re.match(leaf_pattern([1]), "@12 a")
+    assert not re.match(leaf_name_pattern(["voices"]), "@2 billing/invoices")
 
 
 def _body_word_tree(root, with_index: bool):
@@ -82,3 +94,28 @@ def test_the_navigator_finds_a_document_by_words_only_its_body_holds(tmp_path):
 
     bare, target = _body_word_tree(tmp_path / "bare", with_index=False)
     assert target not in navigate(question, TreeTools(bare), route=False).fetched  # rows alone never lead there
+
+
+def test_the_blocking_check_names_a_leaf_line_or_place_that_is_no_document_row(tmp_path):
+    from c2s_pipeline.layout import TERM_INDEX_FILE
+    from c2s_pipeline.validate import check_tree
+
+    from .fakes.trees import documents, write_tree
+
+    docs = documents(6)
+    ids = list(docs)
+    root = write_tree(tmp_path / "tree", {"alpha": {"one": ids[:3], "two": ids[3:5]}, "beta": {"": ids[5:]}}, docs)
+    leaves = [("skills/alpha/one/INDEX.md", [docs[d][1] for d in ids[:3]]),
+              ("skills/alpha/two/INDEX.md", [docs[d][1] for d in ids[3:5]]),
+              ("skills/beta/SKILL.md", [docs[ids[5]][1]])]
+    good = build_term_index(leaves)
+
+    def outcome(text: str):
+        (root / TERM_INDEX_FILE).write_text(text, encoding="utf-8")
+        return next(o for o in check_tree(root, ids, 10) if o.name == "term_index_rows")
+
+    assert outcome(good).passed
+    bad_row = outcome(good + "sprocket 1 2:7\n")  # leaf 2 lists two documents
+    assert not bad_row.passed and bad_row.blocking and "(sprocket): leaf 2 row 7" in bad_row.description
+    unknown_leaf = outcome(good.replace("@3 beta", "@3 gamma"))
+    assert not unknown_leaf.passed and "leaf 3 (skills/gamma/SKILL.md) is not a leaf" in unknown_leaf.description

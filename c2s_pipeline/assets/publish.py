@@ -36,7 +36,7 @@ from ..render import DocCard, NodeExtras, doc_stub, group_stub, render_node
 from ..resources import EncoderResource, LLMResource, WorkspaceResource
 from ..search_index import SearchIndex, write_search_index
 from ..storage import publish_tree
-from ..term_index import build_term_index, parse_term_lines
+from ..term_index import build_term_index, parse_term_index
 from ..text import clip, sha256_hex
 from ..tree import Forest, Node, build_forest
 from ..validate import check_tree
@@ -235,7 +235,9 @@ def staged_tree(context: AssetExecutionContext, workspace: WorkspaceResource, ll
             for d, text, h, src in docs.select("doc_id", "text", "content_hash", "source").iter_rows()))
         outcomes = check_tree(staged, docs["doc_id"].to_list(), spec.p)
         manifest = build_manifest(spec, art, forest, files, index, outcomes, llm, encoder, stage)
-        manifest["stats"]["term_index"] = {"terms": terms_text.count("\n") - 1, "bytes": len(terms_text.encode("utf-8"))}
+        term_index = parse_term_index(terms_text)
+        manifest["stats"]["term_index"] = {"terms": len(term_index.terms), "leaves": len(term_index.leaves),
+                                           "bytes": len(terms_text.encode("utf-8"))}
         calls = manifest["stats"]["llm_calls"]
         saved = incremental.llm_calls_saved(art, mode, calls["made"])
         manifest["build"] = {"mode": mode.mode, "reason": mode.reason, **mode.counts(),
@@ -244,7 +246,7 @@ def staged_tree(context: AssetExecutionContext, workspace: WorkspaceResource, ll
         write_search_index(staged)  # the agent's flat fallback: reads the store and manifest just written
         # Probed with the search index just written, so the flat side ranks as the agent's search tool.
         tree = TreeInputs(forest, cards, docs["doc_id"].to_list(), docs["text"].to_list(), vectors,
-                          soft_members(art), SearchIndex.load(staged), files, parse_term_lines(terms_text))
+                          soft_members(art), SearchIndex.load(staged), files, term_index)
         started = time.perf_counter()
         report = diagnose(tree, lambda texts: embed_with_cache(encoder.encoder, workspace.workspace.cache, texts,
                                                                stage.embeddings))
