@@ -16,8 +16,8 @@ One question, in rounds ("turns") of tool calls:
    best stands out): an inner node is listed (``ls`` of its folder: its children's names), a
    leaf's rows are read (its document cards); below the first level the grep counts cover only
    the children of the nodes opened (the beam's branches); repeat down to the leaves; jump to
-   related skills when the chosen skills are thin, open the leaves of the best term-index rows
-   the beam missed, and backtrack to the best unexplored node when the leaves reached look poor. What is read grows with the depth and the width
+   related skills when the chosen skills are thin, read the best term-index rows of leaves
+   the beam missed (those rows only), and backtrack to the best unexplored node when the leaves reached look poor. What is read grows with the depth and the width
    chosen, not the corpus size;
 3. route: the confidence that navigation reached the evidence (share of the question's term
    weight inside the opened leaves, times the first level's confidence). Below
@@ -44,8 +44,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from c2s_pipeline.beam import (BEAM_MIN, BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, RRF_K, TERM_JUMP,
-                                TERM_LEAVES, beam_width)
-from c2s_pipeline.layout import ENTITY_INDEX_FILE, SECTION_RELATED, TERM_INDEX_FILE
+                                TERM_JUMP_ROWS, TERM_LEAVES, beam_width)
+from c2s_pipeline.layout import ENTITY_INDEX_FILE, SECTION_DOCUMENTS, SECTION_RELATED, TERM_INDEX_FILE
 from c2s_pipeline.term_index import leaf_name_pattern, leaf_pattern, parse_leaf_lines, parse_term_lines, term_pattern
 from c2s_pipeline.text import query_terms, terms, tokens
 
@@ -64,6 +64,7 @@ THIN_COVERAGE = 0.5  # below this share of the question's term weight a branch i
 REACHED_SHARE = 0.75  # backtrack when the leaves reached hold less of the question's term weight
 MISSING_SHARE = 0.1  # ... and only towards a missing term that carries this much of it
 MAX_BACKTRACKS = 2
+DOC_ROW_PATTERN = r"^- `[^`]+` \*\*"  # a leaf's document rows (its @see stubs start '- @see')
 EMBED_CHARS = 2000  # document text embedded after the card, as the compiler does
 ROUTE_BELOW = 0.8  # routing confidence under which search results join the candidates (tuned on WixQA dev)
 SEARCH_HITS = 10  # documents asked of the search tool when routing to it
@@ -110,6 +111,7 @@ class Navigator:
         self.levels = {s.path: s.level for s in skills}  # from the skills' frontmatter; below: one less a step
         self.read: dict[str, NavFile] = {}
         self.parents: dict[str, str] = {}
+        self.row_numbers: dict[str, list[int]] = {}  # leaf read in part -> the row number of each card read
         self.notes: list[str] = []
 
     # -- the run ------------------------------------------------------------------------
@@ -260,7 +262,7 @@ class Navigator:
                         seen.add(g.path)
                         frontier.append(_Node(g, nav.path))
             level += 1
-        leaves += self._term_jump()
+        leaves += self._term_jump(leaves)
         # Backtrack: when the question's distinctive terms occur in the tree but in none of
         # the leaves reached, go back to the unexplored node that holds most of what is missing.
         for _ in range(MAX_BACKTRACKS):
@@ -277,17 +279,33 @@ class Navigator:
             leaves += self._greedy_from(start, pending)
         return leaves
 
-    def _term_jump(self) -> list[NavFile]:
-        """Open the leaves holding the question's best term-index rows that the descent missed."""
-        best = sorted(self.body_hits, key=lambda nav: -self.body_hits[nav])[:TERM_JUMP]
-        nodes = [_Node(Group(posixpath.basename(posixpath.dirname(nav)), nav, 0, ""), "") for nav in best
-                 if nav not in self.read]
-        if not nodes or not self._can_descend():
+    def _term_jump(self, reached: list[NavFile]) -> list[NavFile]:
+        """Read, in leaves holding term-index rows for the question as good as any in the leaves
+        the descent reached or better (the best :data:`TERM_JUMP` of them), the best
+        :data:`TERM_JUMP_ROWS` rows the index names: it has said which rows, so the rest of the leaf is
+        not read. (Ties count: an equally good row elsewhere is as likely the one asked about.)"""
+        floor = max((self.body_hits.get(nav.path, 0.0) for nav in reached), default=0.0)
+        better = sorted((nav for nav, score in self.body_hits.items() if score >= floor and nav not in self.read),
+                        key=lambda nav: -self.body_hits[nav])[:TERM_JUMP]
+        if not better or not self._can_descend() or not self.budget.take():
             return []
-        for n in nodes:
-            self.levels[n.group.path] = 1
-        self.notes.append(f"term-index jump to {len(nodes)} leaf(s)")
-        return self._open(nodes)
+        opened = []
+        for path in better:
+            number = self.leaf_numbers[path]
+            rows = sorted((r for leaf, r in self.term_rows if leaf == number),
+                          key=lambda r: (-self.term_rows[number, r], r))[:TERM_JUMP_ROWS]
+            nav = NavFile(path=path, name=posixpath.basename(posixpath.dirname(path)))
+            for row in sorted(rows):
+                line = self.tools.code_execution(
+                    f"grep -E {shlex.quote(DOC_ROW_PATTERN)} {shlex.quote(path)} | head -n {row} | tail -n 1")
+                cards = parse_nav_file(f"{SECTION_DOCUMENTS}\n{line}", path).cards
+                if cards:
+                    nav.cards.append(cards[0])
+                    self.row_numbers.setdefault(path, []).append(row)
+            if nav.cards:
+                opened.append(self._keep(nav, _Node(Group(nav.name, path), "")))
+        self.notes.append(f"term-index rows read in {len(opened)} leaf(s) the descent missed")
+        return opened
 
     def _missing(self, leaves: list[NavFile]) -> list[str]:
         """Terms carrying much of the question's weight that the tree has but the leaves lack."""
@@ -458,8 +476,8 @@ class Navigator:
     def _candidates(self, leaves: list[NavFile], hits: list[SearchHit] = ()) -> dict[str, Card]:
         cards: dict[str, Card] = {}
         self.rows: dict[str, tuple[str, int]] = {}  # doc id -> (leaf, row) of the leaves reached
-        for nav in leaves:
-            for row, c in enumerate(nav.cards, 1):
+        for nav in leaves:  # (a leaf the term index led to was read in part: its rows are recorded)
+            for row, c in zip(self.row_numbers.get(nav.path) or range(1, len(nav.cards) + 1), nav.cards):
                 cards[c.doc_id] = c
                 self.rows[c.doc_id] = (nav.path, row)
         for nav in self.read.values():  # stubs and exemplars: cards seen on the way down

@@ -22,11 +22,13 @@ CLEAR_LEAD, NEAR_TIE = 0.85, 0.95
 BODY_WEIGHT = 2.0
 BODY_CARD_WEIGHT = 3.0  # ... and in ranking the documents of the leaves reached (their own words)
 TERM_LEAVES = 8  # leaves whose folders the survey looks up: those with the best rows for the question's words
-# ... of which the best are opened even when the beam did not reach them: a body-text question's
-# words are mostly in no nav row, so the branch scores miss its leaf where the term index names it
-# (on development trees the index's best or second-best leaf held the answer to ~95% of body-text
-# questions; weighting the index more in the branch scores instead lost title questions).
-TERM_JUMP = 2
+# ... of which the best two, where their best rows are as good as any in the leaves the beam
+# reached, have those rows read even so: a body-text question's words are mostly in no nav row,
+# so the branch scores miss its leaf where the term index names it (on development trees the
+# index's best or second-best leaf held the answer to ~95% of body-text questions; weighting the
+# index more in the branch scores instead lost title questions). Only the best three rows a
+# leaf's lines name are read: the index has said which rows.
+TERM_JUMP, TERM_JUMP_ROWS = 2, 3
 
 
 def beam_width(ranked: Sequence[float]) -> int:

@@ -54,7 +54,8 @@ from scipy import sparse
 from sklearn.feature_extraction.text import CountVectorizer
 
 from .artifacts import CorpusArtifacts
-from .beam import BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, RRF_K, TERM_JUMP, TERM_LEAVES, beam_width
+from .beam import (BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, RRF_K, TERM_JUMP, TERM_JUMP_ROWS, TERM_LEAVES,
+                   beam_width)
 from .hierarchy import normalise
 from .render import DocCard, doc_row, group_row
 from .layout import TERM_INDEX_FILE
@@ -401,6 +402,7 @@ class _Descent:
         leaf_best = np.zeros(len(index.nodes))
         for node in sorted(best, key=lambda n: (-best[n], n))[:TERM_LEAVES]:
             leaf_best[node] = best[node]
+        self.row_scores = leaf_rows
         return leaf_best, doc_body
 
     def score(self, rows: list[int]) -> np.ndarray:
@@ -414,8 +416,9 @@ class _Descent:
         body = np.array([self.leaf_best[index.subtree[n]].max() for n in index.row_nodes[rows]])
         return _rrf(self.row_sims[rows], lex, evidence, body, weights=(1.0, 1.0, EVIDENCE_WEIGHT, BODY_WEIGHT))
 
-    def leaves(self) -> tuple[list[str], float]:
-        """The leaves opened (node ids) and the mean of the widths the levels chose."""
+    def leaves(self) -> tuple[list[str], list[int], float]:
+        """The leaves opened (node ids), the documents read in the leaves the term index led to
+        (document rows) and the mean of the widths the levels chose."""
         index = self.index
         frontier = [index.at[s.node_id] for s in self.forest.skills]
         opened: set[int] = set()
@@ -441,10 +444,16 @@ class _Descent:
                         listed.add(index.row_node[row])
                         nxt.append(row)
             frontier = nxt
-        # The navigator also opens the leaves of the best term-index rows the beam missed.
-        jump = [n for n in np.argsort(-self.leaf_best, kind="stable")[:TERM_JUMP] if self.leaf_best[n] > 0]
-        leaves += [index.nodes[n].node_id for n in jump if n not in opened]
-        return leaves, float(np.mean(widths))
+        # The navigator also reads the best rows of the leaves with term-index rows as good as
+        # any in the leaves reached.
+        floor = max((self.leaf_best[index.at[n]] for n in leaves), default=0.0)
+        jump = [n for n in np.argsort(-self.leaf_best, kind="stable")
+                if self.leaf_best[n] > 0 and self.leaf_best[n] >= floor and n not in opened][:TERM_JUMP]
+        read = []
+        for node in jump:
+            rows = sorted((r for n, r in self.row_scores if n == node), key=lambda r: (-self.row_scores[node, r], r))
+            read += [index.leaf_rows[node][r - 1] for r in rows[:TERM_JUMP_ROWS]]
+        return leaves, read, float(np.mean(widths))
 
 
 def _probe(tree: TreeInputs, index: _TreeIndex, questions: list[tuple[int, str, str]], row_vecs: np.ndarray,
@@ -463,9 +472,9 @@ def _probe(tree: TreeInputs, index: _TreeIndex, questions: list[tuple[int, str, 
     reach, nav_hit, bm25_hit, dense_hit, beams = [], [], [], [], []
     for q, (row, _, question) in enumerate(questions):
         descent = _Descent(index, tree.forest, question, row_sims_all[q])
-        leaves, beam = descent.leaves()
+        leaves, jumped, beam = descent.leaves()
         beams.append(beam)
-        candidates = list(dict.fromkeys(index.doc_row[d] for leaf in leaves for d in index.leaf_docs[leaf]))
+        candidates = list(dict.fromkeys([index.doc_row[d] for leaf in leaves for d in index.leaf_docs[leaf]] + jumped))
         searched = tree.search.scores(question)
         if not len(searched):
             searched = np.zeros(len(tree.doc_ids))

@@ -58,9 +58,10 @@ def test_leaf_folders_round_trip_and_the_patterns_match_whole_terms_and_numbers(
     assert not re.match(leaf_name_pattern(["voices"]), "@2 billing/invoices")
 
 
-def _body_word_tree(root, with_index: bool):
+def _body_word_tree(root, with_index: bool, decoy: bool = False):
     """Six skills of three groups of five look-alike documents; one document's body (not its
-    card, which is its first sentence) names a sprocket's calibration torque."""
+    card, which is its first sentence) names a sprocket's calibration torque. ``decoy``: the
+    first skill's titles are about gearbox torque, so its rows match a question on both words."""
     from c2s_pipeline.layout import TERM_INDEX_FILE
 
     from .fakes.trees import documents, write_tree
@@ -70,6 +71,8 @@ def _body_word_tree(root, with_index: bool):
     target = ids[47]
     title, text = docs[target]
     docs[target] = (title, text + " Sprocket calibration needs a torque of 12 newton metres.")
+    for i in range(15 if decoy else 0):
+        docs[ids[i]] = (f"Gearbox torque table {i}", docs[ids[i]][1])
     skills = {f"area-{s}": {f"topic-{s}-{g}": ids[s * 15 + g * 5: s * 15 + g * 5 + 5] for g in range(3)}
               for s in range(6)}
     write_tree(root, skills, docs)
@@ -119,3 +122,22 @@ def test_the_blocking_check_names_a_leaf_line_or_place_that_is_no_document_row(t
     assert not bad_row.passed and bad_row.blocking and "(sprocket): leaf 2 row 7" in bad_row.description
     unknown_leaf = outcome(good.replace("@3 beta", "@3 gamma"))
     assert not unknown_leaf.passed and "leaf 3 (skills/gamma/SKILL.md) is not a leaf" in unknown_leaf.description
+
+
+def test_a_leaf_the_beam_missed_is_read_only_at_the_rows_the_index_names(tmp_path):
+    """With one node a level, the descent goes where the rows match the question (gearbox
+    torque); the document whose body names the sprocket lives elsewhere, and the navigator
+    reads just its row there."""
+    from c2s_agent.offline import navigate
+    from c2s_agent.tools import TreeTools
+
+    root, target = _body_word_tree(tmp_path / "indexed", with_index=True, decoy=True)
+    tools = TreeTools(root)
+    reply = navigate("What torque does sprocket calibration need in a gearbox?", tools, route=False, beam=1)
+    assert target in reply.fetched  # read and ranked (the gearbox rows match more of the question's words)
+    leaf = "skills/area-3/topic-3-0/INDEX.md"  # the target is row 3 of it
+    commands = [c.input["command"] for c in tools.trace if c.tool == "code_execution"]
+    row_reads = [c for c in commands if leaf in c and "| head -n" in c]
+    assert row_reads == [f"grep -E '^- `[^`]+` \\*\\*' {leaf} | head -n 3 | tail -n 1"]
+    assert not any(leaf in c and "'^(## |- )'" in c for c in commands)  # the leaf was never read whole
+    assert any("term-index rows read in" in n for n in reply.notes)
