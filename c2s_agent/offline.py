@@ -17,8 +17,9 @@ One question, in rounds ("turns") of tool calls:
    leaf's rows are read (its document cards); below the first level the grep counts cover only
    the children of the nodes opened (the beam's branches); repeat down to the leaves; jump to
    related skills when the chosen skills are thin, read the best term-index rows of leaves
-   the beam missed (those rows only), and backtrack to the best unexplored node when the leaves reached look poor. What is read grows with the depth and the width
-   chosen, not the corpus size;
+   the beam missed (those rows only), and backtrack to the best unexplored node when the
+   leaves reached look poor. What is read grows with the depth and the width chosen, not the
+   corpus size;
 3. route: the confidence that navigation reached the evidence (share of the question's term
    weight inside the opened leaves, times the first level's confidence). Below
    :data:`ROUTE_BELOW` the flat ``search`` tool's ranking is fused with navigation's, weighted
@@ -46,7 +47,8 @@ import numpy as np
 from c2s_pipeline.beam import (BEAM_MIN, BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, RRF_K, TERM_JUMP,
                                 TERM_JUMP_ROWS, TERM_LEAVES, beam_width)
 from c2s_pipeline.layout import ENTITY_INDEX_FILE, SECTION_DOCUMENTS, SECTION_RELATED, TERM_INDEX_FILE
-from c2s_pipeline.term_index import leaf_name_pattern, leaf_pattern, parse_leaf_lines, parse_term_lines, term_pattern
+from c2s_pipeline.term_index import (leaf_folder, leaf_name_pattern, leaf_pattern, parse_leaf_lines, parse_term_lines,
+                                     term_pattern)
 from c2s_pipeline.text import query_terms, terms, tokens
 
 from .compose import compose_answer
@@ -282,8 +284,8 @@ class Navigator:
     def _term_jump(self, reached: list[NavFile]) -> list[NavFile]:
         """Read, in leaves holding term-index rows for the question as good as any in the leaves
         the descent reached or better (the best :data:`TERM_JUMP` of them), the best
-        :data:`TERM_JUMP_ROWS` rows the index names: it has said which rows, so the rest of the leaf is
-        not read. (Ties count: an equally good row elsewhere is as likely the one asked about.)"""
+        :data:`TERM_JUMP_ROWS` rows the index names: it has said which rows, so the rest of the
+        leaf is not read. (Ties count: an equally good row elsewhere is as likely the one asked.)"""
         floor = max((self.body_hits.get(nav.path, 0.0) for nav in reached), default=0.0)
         better = sorted((nav for nav, score in self.body_hits.items() if score >= floor and nav not in self.read),
                         key=lambda nav: -self.body_hits[nav])[:TERM_JUMP]
@@ -304,7 +306,8 @@ class Navigator:
                     self.row_numbers.setdefault(path, []).append(row)
             if nav.cards:
                 opened.append(self._keep(nav, _Node(Group(nav.name, path), "")))
-        self.notes.append(f"term-index rows read in {len(opened)} leaf(s) the descent missed")
+        if opened:
+            self.notes.append(f"term-index rows read in {len(opened)} leaf(s) the descent missed")
         return opened
 
     def _missing(self, leaves: list[NavFile]) -> list[str]:
@@ -548,7 +551,10 @@ class Navigator:
         while home:
             nav = self.read.get(home)
             chain.append(nav.name if nav else posixpath.basename(posixpath.dirname(home)))
-            home = self.parents.get(home, "")
+            parent = self.parents.get(home, "")
+            if not parent and home.count("/") > 2:  # a leaf the term index led to: its folders name the rest
+                chain += reversed(leaf_folder(home).split("/")[:-1])
+            home = parent
         return " → ".join(["skills", *reversed(chain), f"{cited} doc{'s' * (cited != 1)}"])
 
 
