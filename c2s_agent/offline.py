@@ -47,8 +47,8 @@ import numpy as np
 from c2s_pipeline.beam import (BEAM_MIN, BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, RRF_K, TERM_JUMP,
                                 TERM_JUMP_ROWS, TERM_LEAVES, beam_width)
 from c2s_pipeline.layout import ENTITY_INDEX_FILE, SECTION_DOCUMENTS, SECTION_RELATED, TERM_INDEX_FILE
-from c2s_pipeline.term_index import (leaf_folder, leaf_name_pattern, leaf_pattern, parse_leaf_lines, parse_term_lines,
-                                     term_pattern)
+from c2s_pipeline.term_index import (RowScores, best_by_leaf, best_rows, leaf_folder, leaf_name_pattern, leaf_pattern,
+                                     parse_leaf_lines, parse_term_lines, row_scores, term_pattern)
 from c2s_pipeline.text import query_terms, terms, tokens
 
 from .compose import compose_answer
@@ -210,19 +210,13 @@ class Navigator:
         """Leaves whose documents' bodies use the question's distinctive words -> the score of
         their best row (the idf of the words one document uses), from term_index.txt: one grep
         for the question's term lines, one for the folders of the best :data:`TERM_LEAVES` leaves."""
-        self.term_rows: dict[tuple[int, int], float] = {}  # (leaf number, row) -> idf of the words it uses
+        self.term_rows: RowScores = {}  # (leaf number, row) -> idf of the question's words it uses
         self.leaf_numbers: dict[str, int] = {}  # leaf nav file -> its number, where read
         if not self.qterms:
             return {}  # (a tree compiled without the index answers with an error line: no places)
         out = self.tools.code_execution(f"grep -E {shlex.quote(term_pattern(self.qterms))} {TERM_INDEX_FILE}")
-        for post in parse_term_lines(out).values():
-            idf = post.idf(self.documents)
-            for leaf, numbers in post.leaves.items():
-                for row in numbers:
-                    self.term_rows[leaf, row] = self.term_rows.get((leaf, row), 0.0) + idf
-        best: dict[int, float] = {}
-        for (leaf, _), score in self.term_rows.items():
-            best[leaf] = max(best.get(leaf, 0.0), score)
+        self.term_rows = row_scores(parse_term_lines(out).values(), self.documents)
+        best = best_by_leaf(self.term_rows)
         top = sorted(best, key=lambda n: (-best[n], n))[:TERM_LEAVES]
         if not top:
             return {}
@@ -293,11 +287,8 @@ class Navigator:
             return []
         opened = []
         for path in better:
-            number = self.leaf_numbers[path]
-            rows = sorted((r for leaf, r in self.term_rows if leaf == number),
-                          key=lambda r: (-self.term_rows[number, r], r))[:TERM_JUMP_ROWS]
             nav = NavFile(path=path, name=posixpath.basename(posixpath.dirname(path)))
-            for row in sorted(rows):
+            for row in sorted(best_rows(self.term_rows, self.leaf_numbers[path], TERM_JUMP_ROWS)):
                 line = self.tools.code_execution(
                     f"grep -E {shlex.quote(DOC_ROW_PATTERN)} {shlex.quote(path)} | head -n {row} | tail -n 1")
                 cards = parse_nav_file(f"{SECTION_DOCUMENTS}\n{line}", path).cards

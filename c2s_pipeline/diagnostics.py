@@ -60,7 +60,7 @@ from .hierarchy import normalise
 from .render import DocCard, doc_row, group_row
 from .layout import TERM_INDEX_FILE
 from .search_index import SearchIndex
-from .term_index import TermIndex, parse_term_index
+from .term_index import RowScores, TermIndex, best_by_leaf, best_rows, parse_term_index, row_scores
 from .text import clip, content_tokens, query_terms, sentences, sha256_hex, terms, tokens
 from .tree import Forest, Node, build_forest
 
@@ -215,7 +215,9 @@ class _TreeIndex:
         self.subtree = [within[i].indices for i in range(len(self.nodes))]  # node -> nodes at and below it
         # term_index.txt's places as documents: a leaf's rows are its primary members, in order.
         self.term_index = tree.term_index
-        self.nav_node = {n.nav_file: i for i, n in enumerate(self.nodes)}
+        nav_node = {n.nav_file: i for i, n in enumerate(self.nodes)}
+        self.term_leaf_node = {number: nav_node[nav] for number, nav in self.term_index.leaves.items() if nav in nav_node}
+        self.node_term_leaf = {node: number for number, node in self.term_leaf_node.items()}
         self.leaf_rows = {i: [self.doc_row[d] for d in n.members] for i, n in enumerate(self.nodes) if n.level == 1}
         self.line_words = CountVectorizer(analyzer=tokens, binary=True)
         self.line_hits = self.line_words.fit_transform(lines).tocsc()
@@ -375,35 +377,27 @@ class _Descent:
         lines = self.counts[[index.at[s.node_id] for s in forest.skills]].sum(axis=0)
         self.idf = np.where(lines > 0, np.log1p(index.below.shape[1] / (1.0 + lines)), 0.0)
         self.row_tf = _term_columns(index.row_terms, index.row_counts, self.qterms)
-        self.leaf_best, self.doc_body = self._term_index_scores()
+        self.row_scores, self.leaf_best, self.doc_body = self._term_index_scores()
 
-    def _term_index_scores(self) -> tuple[np.ndarray, np.ndarray]:
-        """What the navigator's term-index reads give: per leaf, its best document's score, for
-        the :data:`TERM_LEAVES` best leaves (those whose folders the survey looks up), and per
-        document, the idf of the question's listed terms it uses (for ranking the leaves reached)."""
+    def _term_index_scores(self) -> tuple[RowScores, np.ndarray, np.ndarray]:
+        """What the navigator's term-index reads give: the question's row scores (by leaf number
+        and row); per leaf node, its best row's score, for the :data:`TERM_LEAVES` best leaves
+        (those whose folders the survey looks up); and per document, the idf of the question's
+        listed terms it uses (for ranking the leaves reached)."""
         index = self.index
-        docs = len(index.doc_row)
-        leaf_rows: dict[tuple[int, int], float] = {}
-        doc_body = np.zeros(docs)
-        for term in self.qterms:
-            post = index.term_index.terms.get(term)
-            if post is None:
-                continue
-            idf = post.idf(docs)
-            for leaf, rows in post.leaves.items():
-                node = index.nav_node.get(index.term_index.leaves.get(leaf, ""))
-                members = index.leaf_rows.get(node, [])
-                for r in (r for r in rows if 1 <= r <= len(members)):
-                    doc_body[members[r - 1]] += idf
-                    leaf_rows[node, r] = leaf_rows.get((node, r), 0.0) + idf
-        best: dict[int, float] = {}
-        for (node, _), score in leaf_rows.items():
-            best[node] = max(best.get(node, 0.0), score)
+        listed = index.term_index
+        scores = row_scores((listed.terms[t] for t in self.qterms if t in listed.terms), len(index.doc_row))
+        doc_body = np.zeros(len(index.doc_row))
+        for (leaf, r), score in scores.items():
+            members = index.leaf_rows.get(index.term_leaf_node.get(leaf), [])
+            if 1 <= r <= len(members):
+                doc_body[members[r - 1]] += score
+        best = best_by_leaf(scores)
         leaf_best = np.zeros(len(index.nodes))
-        for node in sorted(best, key=lambda n: (-best[n], n))[:TERM_LEAVES]:
-            leaf_best[node] = best[node]
-        self.row_scores = leaf_rows
-        return leaf_best, doc_body
+        for leaf in sorted(best, key=lambda n: (-best[n], n))[:TERM_LEAVES]:
+            if (node := index.term_leaf_node.get(leaf)) is not None:
+                leaf_best[node] = best[leaf]
+        return scores, leaf_best, doc_body
 
     def score(self, rows: list[int]) -> np.ndarray:
         index = self.index
@@ -449,10 +443,8 @@ class _Descent:
         floor = max((self.leaf_best[index.at[n]] for n in leaves), default=0.0)
         jump = [n for n in np.argsort(-self.leaf_best, kind="stable")
                 if self.leaf_best[n] > 0 and self.leaf_best[n] >= floor and n not in opened][:TERM_JUMP]
-        read = []
-        for node in jump:
-            rows = sorted((r for n, r in self.row_scores if n == node), key=lambda r: (-self.row_scores[node, r], r))
-            read += [index.leaf_rows[node][r - 1] for r in rows[:TERM_JUMP_ROWS]]
+        read = [index.leaf_rows[node][r - 1] for node in jump
+                for r in best_rows(self.row_scores, index.node_term_leaf[node], TERM_JUMP_ROWS)]
         return leaves, read, float(np.mean(widths))
 
 

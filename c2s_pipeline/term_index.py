@@ -63,6 +63,34 @@ class TermIndex:
     terms: dict[str, TermPostings] = field(default_factory=dict)
 
 
+RowScores = dict[tuple[int, int], float]  # (leaf number, row) -> summed idf of the question's words it uses
+
+
+def row_scores(postings: Iterable[TermPostings], corpus_documents: int) -> RowScores:
+    """Each row using any of the terms (their postings) -> the summed idf of those it uses: one
+    document using all of a question's rare words scores above many using one each."""
+    scores: RowScores = {}
+    for post in postings:
+        idf = post.idf(corpus_documents)
+        for leaf, rows in post.leaves.items():
+            for row in rows:
+                scores[leaf, row] = scores.get((leaf, row), 0.0) + idf
+    return scores
+
+
+def best_by_leaf(scores: RowScores) -> dict[int, float]:
+    """Leaf number -> the score of its best row."""
+    best: dict[int, float] = {}
+    for (leaf, _), score in scores.items():
+        best[leaf] = max(best.get(leaf, 0.0), score)
+    return best
+
+
+def best_rows(scores: RowScores, leaf: int, count: int) -> list[int]:
+    """The leaf's ``count`` best rows, best first (ties: the earlier row)."""
+    return sorted((r for n, r in scores if n == leaf), key=lambda r: (-scores[leaf, r], r))[:count]
+
+
 def leaf_folder(nav_file: str) -> str:
     """``skills/a/b/INDEX.md`` -> ``a/b`` (``skills/a/SKILL.md`` -> ``a``)."""
     return nav_file.removeprefix(f"{SKILLS_DIR}/").rsplit("/", 1)[0]
