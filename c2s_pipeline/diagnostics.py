@@ -16,7 +16,8 @@ What is measured:
   phrases) appear on the nav rows along its path (skill row, group rows, its leaf's row);
 * **self-retrieval probe**: for a seeded sample of documents (up to 200, chosen by a seeded
   hash of their ids), three questions each: its title (when no other document has it), its
-  lead sentence and one sentence of its body. A beam descent over the tree, scored with the
+  lead sentence and one sentence of its body that names a detail few documents mention (at
+  least two terms at most 2% of the documents use). A beam descent over the tree, scored with the
   offline navigator's weights and beam rule (:mod:`c2s_pipeline.beam`: reciprocal-rank fusion
   of row embedding similarity, BM25 on the row, grep-like counts of the question's terms in the
   nav files below each node and the best term-index row below it; 3-5 nodes a level), reaches
@@ -72,6 +73,8 @@ BOOTSTRAP = 2000
 MAX_TERMS = 12  # question terms the navigator greps for
 SENTENCE_CHARS = 160  # a sentence posed as a question is clipped so
 QUESTION_TERMS = 3  # content terms a sentence needs to be a question (a heading repeating the title is not)
+RARE_SHARE = 0.02  # a term at most this share of the documents use is rare ...
+RARE_TERMS = 2  # ... and a body sentence needs this many rare terms to be a detail question
 COVERED_SHARE = 0.5  # a document is "covered" when at least this share of its key terms is on its path
 COLLAPSE_SHARE = 0.6  # the least share of the documents under the largest skill that is a collapse
 QUESTION_KINDS = ("title", "lead", "body")
@@ -312,24 +315,39 @@ def probe_sample(doc_ids: Sequence[str], size: int, seed: int) -> list[int]:
 
 def _questions(tree: TreeInputs, sample: int, seed: int) -> list[tuple[int, str, str]]:
     """(document row, kind, question) for each sampled document: its title, its lead sentence,
-    and one sentence drawn from its body (a detail the cards may not carry)."""
+    and one sentence drawn from its body that asks about a detail of that document."""
     out = []
     # A title shared with other documents (sections named "Options") names none of them: only a
     # title whose terms no other title has is posed, as a known-item question would be.
     titles = Counter(frozenset(query_terms(tree.cards[d].title)) for d in tree.doc_ids)
+    specific = _specific(tree)
     for row in probe_sample(tree.doc_ids, sample, seed):
         title = tree.cards[tree.doc_ids[row]].title
         title_terms = set(query_terms(title))
         if title_terms and titles[frozenset(title_terms)] == 1:
             out.append((row, "title", title))
-        said = [s for s in sentences(tree.texts[row])
+        said = [clip(s, SENTENCE_CHARS) for s in sentences(tree.texts[row])
                 if len(words := set(query_terms(s))) >= QUESTION_TERMS and not words <= title_terms]
         if said:
-            out.append((row, "lead", clip(said[0], SENTENCE_CHARS)))
-        if len(said) > 1:  # which body sentence: seeded by the document, like the sample
-            pick = 1 + int(sha256_hex(f"{seed}:{tree.doc_ids[row]}:body"), 16) % (len(said) - 1)
-            out.append((row, "body", clip(said[pick], SENTENCE_CHARS)))
+            out.append((row, "lead", said[0]))
+        details = [s for s in said[1:] if specific(s)]
+        if details:  # which one: seeded by the document, like the sample
+            pick = int(sha256_hex(f"{seed}:{tree.doc_ids[row]}:body"), 16) % len(details)
+            out.append((row, "body", details[pick]))
     return out
+
+
+def _specific(tree: TreeInputs) -> Callable[[str], bool]:
+    """Whether a sentence asks about something few documents mention: at least
+    :data:`RARE_TERMS` of the terms the navigator would grep for are used by at most
+    :data:`RARE_SHARE` of the documents (an option name, an error code), as an FAQ entry about a
+    page does. A body sentence of common words ("The default is off.") is said by many
+    documents, so a hit on any one of them is as right as on its own and the sentence has no
+    single gold."""
+    used = Counter(t for d, text in zip(tree.doc_ids, tree.texts)
+                   for t in set(query_terms(tree.cards[d].title + "\n" + text)))
+    rare_at = max(1.0, RARE_SHARE * len(tree.doc_ids))
+    return lambda sentence: sum(used[t] <= rare_at for t in query_terms(sentence)[:MAX_TERMS]) >= RARE_TERMS
 
 
 def _bm25(tf: np.ndarray, lengths: np.ndarray, k1: float = 1.2, b: float = 0.75) -> np.ndarray:

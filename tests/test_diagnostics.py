@@ -147,6 +147,30 @@ def test_only_titles_no_other_document_shares_are_posed(sample_tree, echoes_tree
         assert bool(titles) == (name == "sample")  # every echo's title is "Account update N"
 
 
+def test_only_body_sentences_naming_a_detail_are_posed():
+    """A body sentence of words most documents use ("The default value is off") is said by many
+    documents and has no single gold; one that carries rare terms (option names) is posed."""
+    from c2s_pipeline.diagnostics import _questions
+    from c2s_pipeline.render import DocCard
+
+    docs = 60
+    ids = [f"doc-{i}" for i in range(docs)]
+    common = "The default value is off and the setting applies to every user of the service."
+    texts = {d: f"Service page {i} explains the basic service settings for users.\n\n{common}\n\n"
+                + (f"Pass --zorb{i}-level together with quux{i}mode to widen the cache window." if i % 2 else
+                   "Every user of the service can change the setting when the default value is off.")
+             for i, d in enumerate(ids)}
+    tree = TreeInputs(forest=None, cards={d: DocCard(doc_id=d, title=f"Service page {i}", one_line="", phrases=[]) for i, d in enumerate(ids)},
+                      doc_ids=ids, texts=[texts[d] for d in ids], vectors=None, soft={}, search=None, nav_files={})
+    asked = _questions(tree, docs, 0)
+    body = {ids[row]: q for row, kind, q in asked if kind == "body"}
+    # Only the documents with an identifier-bearing sentence get a detail question, and it is that sentence.
+    assert set(body) == {d for i, d in enumerate(ids) if i % 2}
+    assert all(q.startswith(f"Pass --zorb{d.split('-')[1]}-level") for d, q in body.items())
+    # Every document still gets its lead sentence as a topic question.
+    assert sum(kind == "lead" for _, kind, _ in asked) == docs
+
+
 def test_a_degenerate_corpus_reads_worse_than_the_sample_corpus(sample_tree, echoes_tree):
     good, bad = sample_tree.manifest[NAVIGABILITY], echoes_tree.manifest[NAVIGABILITY]
     assert echoes_tree.manifest["stats"]["documents"]["accepted"] == ECHOES
