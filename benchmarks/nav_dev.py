@@ -136,6 +136,11 @@ def print_acceptance(rows: list[dict]) -> None:
     print(f"\nall targets met: {'yes' if met else 'no'} (routed ≥ {TARGETS['routed']}x and navigator-only ≥ "
           f"{TARGETS['navigator-only']}x the best flat method on every set; verdicts are paired bootstraps "
           f"of the difference, 10,000 resamples)")
+    predicted = [row for row in rows if row["predicted"]]
+    matched = sum(row["predicted"] == row["measured"] for row in predicted)
+    print(f"diagnostics predicted the winner on {matched} of {len(predicted)} sets"
+          + (f" (missed: {', '.join(row['set'] for row in predicted if row['predicted'] != row['measured'])})"
+             if matched < len(predicted) else ""))
 
 
 def main() -> int:
