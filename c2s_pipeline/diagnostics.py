@@ -32,7 +32,8 @@ five too) with the better flat method's on the same questions, by a paired boots
 sampled documents (a document's questions resampled together): "navigation" when the 95%
 interval of the difference lies above zero, "flat" when below it, "either" when it straddles
 zero; the same per style of question (``by_question_style``): "topic" (titles and leads: what a
-document is about) and "detail" (body sentences), which can favour different methods.
+document is about) and "detail" (body sentences naming a detail), which can favour different
+methods.
 Questions are the documents' own words, which favours BM25 over both navigation and dense
 retrieval; ``navigation_over_flat`` (the ratio of the two recalls) says by how much a "flat"
 verdict was reached.
