@@ -44,8 +44,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from c2s_pipeline.beam import (BEAM_MIN, BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, RRF_K, TERM_JUMP,
-                                TERM_JUMP_ROWS, TERM_LEAVES, beam_width)
+from c2s_pipeline.beam import (BEAM_MIN, BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, RRF_K, TERM_JUMP_ROWS,
+                                TERM_LEAVES, beam_width, term_jump)
 from c2s_pipeline.layout import ENTITY_INDEX_FILE, SECTION_DOCUMENTS, SECTION_RELATED, TERM_INDEX_FILE
 from c2s_pipeline.term_index import (RowScores, best_by_leaf, best_rows, leaf_folder, leaf_name_pattern, leaf_pattern,
                                      parse_leaf_lines, parse_term_lines, row_scores, term_pattern)
@@ -276,13 +276,10 @@ class Navigator:
         return leaves
 
     def _term_jump(self, reached: list[NavFile]) -> list[NavFile]:
-        """Read, in leaves holding term-index rows for the question as good as any in the leaves
-        the descent reached or better (the best :data:`TERM_JUMP` of them), the best
-        :data:`TERM_JUMP_ROWS` rows the index names: it has said which rows, so the rest of the
-        leaf is not read. (Ties count: an equally good row elsewhere is as likely the one asked.)"""
-        floor = max((self.body_hits.get(nav.path, 0.0) for nav in reached), default=0.0)
-        better = sorted((nav for nav, score in self.body_hits.items() if score >= floor and nav not in self.read),
-                        key=lambda nav: -self.body_hits[nav])[:TERM_JUMP]
+        """Read, in the leaves the descent missed whose term-index rows are as good as any it
+        reached (:func:`~c2s_pipeline.beam.term_jump`), the best :data:`TERM_JUMP_ROWS` rows the
+        index names: it has said which rows, so the rest of the leaf is not read."""
+        better = term_jump(self.body_hits, (nav.path for nav in reached), self.read)
         if not better or not self._can_descend() or not self.budget.take():
             return []
         opened = []

@@ -4,7 +4,8 @@ offline navigator (``c2s_agent.offline``) and the compiler's navigability probe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
+from typing import TypeVar
 
 RRF_K = 10.0  # small k: candidate lists are short (tens), so top ranks should count
 # Grep counts below a node rank the branch holding the answer first more often than the row's
@@ -29,6 +30,18 @@ TERM_LEAVES = 8  # leaves whose folders the survey looks up: those with the best
 # index more in the branch scores instead lost title questions). Only the best three rows a
 # leaf's lines name are read: the index has said which rows.
 TERM_JUMP, TERM_JUMP_ROWS = 2, 3
+
+Leaf = TypeVar("Leaf")
+
+
+def term_jump(best: Mapping[Leaf, float], reached: Iterable[Leaf], opened: Container[Leaf]) -> list[Leaf]:
+    """The leaves whose rows are read though the beam missed them: of those not opened, the
+    best :data:`TERM_JUMP` whose best term-index row (``best``) scores at least as high as any
+    leaf ``reached`` (ties count: an equally good row elsewhere is as likely the one asked),
+    best first, ties in ``best``'s order."""
+    floor = max((best.get(leaf, 0.0) for leaf in reached), default=0.0)
+    return sorted((leaf for leaf, score in best.items() if score > 0 and score >= floor and leaf not in opened),
+                  key=lambda leaf: -best[leaf])[:TERM_JUMP]
 
 
 def beam_width(ranked: Sequence[float]) -> int:

@@ -56,8 +56,8 @@ from scipy import sparse
 from sklearn.feature_extraction.text import CountVectorizer
 
 from .artifacts import CorpusArtifacts
-from .beam import (BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, RRF_K, TERM_JUMP, TERM_JUMP_ROWS, TERM_LEAVES,
-                   beam_width)
+from .beam import (BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, RRF_K, TERM_JUMP_ROWS, TERM_LEAVES, beam_width,
+                   term_jump)
 from .hierarchy import normalise
 from .render import DocCard, doc_row, group_row
 from .layout import TERM_INDEX_FILE
@@ -459,9 +459,8 @@ class _Descent:
             frontier = nxt
         # The navigator also reads the best rows of the leaves with term-index rows as good as
         # any in the leaves reached.
-        floor = max((self.leaf_best[index.at[n]] for n in leaves), default=0.0)
-        jump = [n for n in np.argsort(-self.leaf_best, kind="stable")
-                if self.leaf_best[n] > 0 and self.leaf_best[n] >= floor and n not in opened][:TERM_JUMP]
+        best = {int(n): float(self.leaf_best[n]) for n in np.flatnonzero(self.leaf_best)}
+        jump = term_jump(best, (index.at[n] for n in leaves), opened)
         read = [index.leaf_rows[node][r - 1] for node in jump
                 for r in best_rows(self.row_scores, index.node_term_leaf[node], TERM_JUMP_ROWS)]
         return leaves, read, float(np.mean(widths))
