@@ -45,11 +45,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from c2s_pipeline.beam import (BEAM_MIN, BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, RRF_K, TERM_JUMP_ROWS,
-                                TERM_LEAVES, beam_width, term_jump)
+                                TERM_LEAVES, TITLE_WEIGHT, beam_width, term_jump)
 from c2s_pipeline.layout import ENTITY_INDEX_FILE, SECTION_DOCUMENTS, SECTION_RELATED, TERM_INDEX_FILE
 from c2s_pipeline.term_index import (RowScores, best_by_leaf, best_rows, leaf_folder, leaf_name_pattern, leaf_pattern,
                                      parse_leaf_lines, parse_term_lines, row_scores, term_pattern)
-from c2s_pipeline.text import query_terms, terms, tokens
+from c2s_pipeline.text import query_terms, terms, title_match, tokens
 
 from .compose import compose_answer
 from .navfile import Card, Group, NavFile, parse_nav_file
@@ -493,8 +493,9 @@ class Navigator:
         flat = np.array([searched.get(d, 0.0) for d in ids])
         searched_weight = _search_weight(hits)
         body = self._row_scores(ids)
-        first = rrf(card_emb, card_lex, body, *([flat] if hits else []), k=RRF_K,
-                    weights=[1.0, 1.0, BODY_CARD_WEIGHT, searched_weight][:3 + bool(hits)])
+        title = np.array([title_match(self.qterms, cards[d].title, self.idf) for d in ids])
+        first = rrf(card_emb, card_lex, body, title, *([flat] if hits else []), k=RRF_K,
+                    weights=[1.0, 1.0, BODY_CARD_WEIGHT, TITLE_WEIGHT, searched_weight][:4 + bool(hits)])
         order = [ids[i] for i in np.argsort(-first, kind="stable")[: self.fetch]]
         order += [h.doc_id for h in hits[:SEARCH_READ] if h.doc_id not in order]
         pages: dict[str, Page] = {}
@@ -510,8 +511,8 @@ class Navigator:
         doc_emb = self.embed(doc_texts) @ self.qvec
         doc_lex = bm25(self.qterms, [terms(f"{pages[d].title} {pages[d].text}") for d in kept])
         pick = [at[d] for d in kept]
-        final = rrf(card_emb[pick], card_lex[pick], doc_emb, doc_lex, body[pick], k=RRF_K,
-                    weights=[1.0, 1.0, 1.0, 1.0, BODY_CARD_WEIGHT])
+        final = rrf(card_emb[pick], card_lex[pick], doc_emb, doc_lex, body[pick], title[pick], k=RRF_K,
+                    weights=[1.0, 1.0, 1.0, 1.0, BODY_CARD_WEIGHT, TITLE_WEIGHT])
         if hits:  # two rankings, navigation's and the search tool's, fused as lists
             final = rrf(final, flat[pick], k=RRF_K, weights=[1.0, searched_weight])
         ranked = [kept[i] for i in np.argsort(-final, kind="stable")]

@@ -22,6 +22,9 @@ CLEAR_LEAD, NEAR_TIE = 0.85, 0.95
 # on development sets and lost title ones...
 BODY_WEIGHT = 2.0
 BODY_CARD_WEIGHT = 3.0  # ... and in ranking the documents of the leaves reached (their own words)
+# A title that restates the question (``text.title_match``), one more list in ranking them: a
+# question that names a document by its title outranks documents that merely use its words more.
+TITLE_WEIGHT = 1.0
 TERM_LEAVES = 8  # leaves whose folders the survey looks up: those with the best rows for the question's words
 # ... of which the best two, where their best rows are as good as any in the leaves the beam
 # reached, have those rows read even so: a body-text question's words are mostly in no nav row,

@@ -56,14 +56,14 @@ from scipy import sparse
 from sklearn.feature_extraction.text import CountVectorizer
 
 from .artifacts import CorpusArtifacts
-from .beam import (BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, RRF_K, TERM_JUMP_ROWS, TERM_LEAVES, beam_width,
-                   term_jump)
+from .beam import (BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, RRF_K, TERM_JUMP_ROWS, TERM_LEAVES, TITLE_WEIGHT,
+                   beam_width, term_jump)
 from .hierarchy import normalise
 from .render import DocCard, doc_row, group_row
 from .layout import TERM_INDEX_FILE
 from .search_index import SearchIndex
 from .term_index import RowScores, TermIndex, best_by_leaf, best_rows, parse_term_index, row_scores
-from .text import clip, content_tokens, query_terms, sentences, sha256_hex, terms, tokens
+from .text import clip, content_tokens, query_terms, sentences, sha256_hex, terms, title_match, tokens
 from .tree import Forest, Node, build_forest
 
 NAVIGABILITY = "navigability"  # the manifest key
@@ -230,6 +230,7 @@ class _TreeIndex:
         # The cards of the leaves' rows, for ranking the documents a descent reaches.
         self.card_terms = CountVectorizer(analyzer=terms)
         self.card_counts = self.card_terms.fit_transform([doc_row(tree.cards[d]) for d in tree.doc_ids]).tocsr()
+        self.titles = [tree.cards[d].title for d in tree.doc_ids]
 
     def lines_with(self, term: str) -> np.ndarray:
         """Which nav-file lines hold a word starting with ``term`` (0/1 per line)."""
@@ -544,13 +545,16 @@ def _verdict(difference: dict) -> str:
 
 def _rank(index: _TreeIndex, descent: _Descent, candidates: list[int], dense: np.ndarray, flat: np.ndarray) -> list[int]:
     """The reached documents ranked as the navigator ranks opened leaves: document embedding,
-    BM25 on the document and BM25 on the card, fused."""
+    BM25 on the document and BM25 on the card, the term-index rows and how closely the title
+    restates the question, fused."""
     if not candidates:
         return []
     counts = index.card_counts[candidates]
     card = _bm25(_term_columns(index.card_terms, counts, descent.qterms), np.asarray(counts.sum(axis=1), dtype=float).ravel())
-    fused = _rrf(dense[candidates], flat[candidates], card, descent.doc_body[candidates],
-                 weights=(1.0, 1.0, 1.0, BODY_CARD_WEIGHT))
+    weights = dict(zip(descent.qterms, descent.idf.tolist()))
+    title = np.array([title_match(descent.qterms, index.titles[c], weights) for c in candidates])
+    fused = _rrf(dense[candidates], flat[candidates], card, descent.doc_body[candidates], title,
+                 weights=(1.0, 1.0, 1.0, BODY_CARD_WEIGHT, TITLE_WEIGHT))
     return [candidates[i] for i in np.argsort(-fused, kind="stable")]
 
 

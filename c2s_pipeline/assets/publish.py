@@ -202,7 +202,7 @@ def _check_specs() -> list[AssetCheckSpec]:
 
 
 @asset(partitions_def=corpus_partitions, group_name="publish", deps=upstream_of("staged_tree"),
-       code_version="staged_tree-4", check_specs=_check_specs(), kinds={"markdown"})
+       code_version="staged_tree-5", check_specs=_check_specs(), kinds={"markdown"})
 def staged_tree(context: AssetExecutionContext, workspace: WorkspaceResource, llm: LLMResource,
                 encoder: EncoderResource):
     """The rendered forest (SKILL.md / INDEX.md), entity_index.json, term_index.txt, the
