@@ -25,7 +25,8 @@ One question, in rounds ("turns") of tool calls:
    :data:`ROUTE_BELOW` the flat ``search`` tool's ranking is fused with navigation's, weighted
    up when its best hit stands out; above it, navigation alone;
 4. rank the cards of the opened leaves (plus ``@see`` stubs, example rows and search hits)
-   with their term-index rows (the question's words their bodies use), read the best
+   with their term-index rows (the question's words their bodies use) and how closely their
+   titles restate the question (:func:`~c2s_pipeline.text.title_match`), read the best
    candidates with ``get_document`` and re-rank on cards and document text together;
 5. compose an extractive, cited answer from the best documents (:mod:`c2s_agent.compose`).
 
