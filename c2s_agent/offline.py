@@ -494,7 +494,7 @@ class Navigator:
         flat = np.array([searched.get(d, 0.0) for d in ids])
         searched_weight = _search_weight(hits)
         body = self._row_scores(ids)
-        title = np.array([title_match(self.qterms, cards[d].title, self.idf) for d in ids])
+        title = np.array([title_match(self.qterms, terms(cards[d].title), self.idf) for d in ids])
         first = rrf(card_emb, card_lex, body, title, *([flat] if hits else []), k=RRF_K,
                     weights=[1.0, 1.0, BODY_CARD_WEIGHT, TITLE_WEIGHT, searched_weight][:4 + bool(hits)])
         order = [ids[i] for i in np.argsort(-first, kind="stable")[: self.fetch]]

@@ -230,7 +230,7 @@ class _TreeIndex:
         # The cards of the leaves' rows, for ranking the documents a descent reaches.
         self.card_terms = CountVectorizer(analyzer=terms)
         self.card_counts = self.card_terms.fit_transform([doc_row(tree.cards[d]) for d in tree.doc_ids]).tocsr()
-        self.titles = [tree.cards[d].title for d in tree.doc_ids]
+        self.title_terms = [terms(tree.cards[d].title) for d in tree.doc_ids]  # tokenised once, not per question
 
     def lines_with(self, term: str) -> np.ndarray:
         """Which nav-file lines hold a word starting with ``term`` (0/1 per line)."""
@@ -552,7 +552,7 @@ def _rank(index: _TreeIndex, descent: _Descent, candidates: list[int], dense: np
     counts = index.card_counts[candidates]
     card = _bm25(_term_columns(index.card_terms, counts, descent.qterms), np.asarray(counts.sum(axis=1), dtype=float).ravel())
     weights = dict(zip(descent.qterms, descent.idf.tolist()))
-    title = np.array([title_match(descent.qterms, index.titles[c], weights) for c in candidates])
+    title = np.array([title_match(descent.qterms, index.title_terms[c], weights) for c in candidates])
     fused = _rrf(dense[candidates], flat[candidates], card, descent.doc_body[candidates], title,
                  weights=(1.0, 1.0, 1.0, BODY_CARD_WEIGHT, TITLE_WEIGHT))
     return [candidates[i] for i in np.argsort(-fused, kind="stable")]

@@ -76,13 +76,14 @@ def query_terms(text: str) -> list[str]:
     return list(dict.fromkeys(terms(text)))
 
 
-def title_match(question_terms: Sequence[str], title: str, weights: dict[str, float]) -> float:
-    """How closely a title restates the question: the share of the question's term weight the
-    title holds, times the share of the title's terms the question holds. A question that names
-    a document ("Where can I read about the password file?") restates its title ("The Password
-    File") more closely than the titles of documents that merely use its words ("getpwent —
-    get password file entry"). ``weights``: the question terms' weights (idf); 0 where absent."""
-    own = set(terms(title))
+def title_match(question_terms: Sequence[str], title_terms: Iterable[str], weights: dict[str, float]) -> float:
+    """How closely a title (its :func:`terms`) restates the question: the share of the question's
+    term weight the title holds, times the share of the title's terms the question holds. A
+    question that names a document ("Where can I read about the password file?") restates its
+    title ("The Password File") more closely than the titles of documents that merely use its
+    words ("getpwent — get password file entry"). ``weights``: the question terms' weights
+    (idf); 0 where absent."""
+    own = set(title_terms)
     asked = set(question_terms)
     shared = own & asked
     total = sum(weights.get(t, 0.0) for t in asked)

@@ -424,18 +424,18 @@ def _password_file_tree(root: Path) -> tuple[Path, str]:
 
 
 def test_a_title_that_restates_the_question_ranks_its_document_first(tmp_path, monkeypatch):
-    """Known-item questions restate a title: the page titled so outranks pages that merely use the
-    words more often (a title's own words against the question's, see ``title_match``)."""
+    """Known-item questions restate a title: the page titled so outranks pages whose titles hold
+    the same words among others (a title's own words against the question's, see ``title_match``)."""
     from c2s_agent import offline
     from c2s_agent.tools import TreeTools
-    from c2s_pipeline.text import title_match
+    from c2s_pipeline.text import terms, title_match
 
     root, target = _password_file_tree(tmp_path / "tree")
     question = "Where can I read about the password file?"
     weights = {"read": 0.5, "password": 2.0, "file": 1.0}
-    assert title_match(["read", "password", "file"], "The Password File", weights) == pytest.approx(3.0 / 3.5)
-    assert title_match(["read", "password", "file"], "getpw1(3) — get password file entry 1", weights) < 0.5
-    assert title_match(["read"], "The Password File", weights) == 0.0
+    assert title_match(["read", "password", "file"], terms("The Password File"), weights) == pytest.approx(3.0 / 3.5)
+    assert title_match(["read", "password", "file"], terms("getpw1(3) — get password file entry 1"), weights) < 0.5
+    assert title_match(["read"], terms("The Password File"), weights) == 0.0
     assert offline.navigate(question, TreeTools(root), route=False).fetched[0] == target
     monkeypatch.setattr(offline, "TITLE_WEIGHT", 0.0)  # without the title's signal the look-alikes win
     assert offline.navigate(question, TreeTools(root), route=False).fetched[0] != target
