@@ -40,7 +40,7 @@ one: cat their SKILL.md files and compare.
 noun), look it up in entity_index.json first (grep -i NAME entity_index.json) and go where it \
 points.
 - grep -ril TERM skills/<skill>/ shows which groups mention a term; use it as evidence.
-- A word the rows do not show may be in the documents' bodies: grep -E '^(WORD|WORD) ' term_index.txt lists, per word, LEAF:ROWS places, LEAF a leaf number and ROWS the rows of its ## Documents section whose documents use the word (words are lower-case, plural and -ing/-ed endings dropped); grep -E '^@(LEAF|LEAF) ' term_index.txt gives those leaves' folders below skills/. A row listed under several of the question's words is a strong candidate.
+- A word the rows do not show may be in the documents' bodies: grep -E '^=?(WORD|WORD) ' term_index.txt lists, per word, LEAF:ROWS places, LEAF a leaf number and ROWS the rows of its ## Documents section whose documents use the word (words are lower-case, plural and -ing/-ed endings dropped; a line starting '=' lists the rows whose titles use it); grep -E '^@(LEAF|LEAF) ' term_index.txt gives those leaves' folders below skills/. A row listed under several of the question's words is a strong candidate.
 - Descend through ## Sub-groups to INDEX.md files whose ## Documents rows list doc ids. Follow \
 @see stubs to documents filed elsewhere.
 - When a branch is thin or off-topic, jump via ## Related skills or backtrack to the next-best \

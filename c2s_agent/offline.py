@@ -7,8 +7,8 @@ One question, in rounds ("turns") of tool calls:
    (lexical evidence: how many card and summary lines below the node mention it; one number
    per node, so what is read grows with the skills, not the tree), an entity-index lookup
    for entities the question names, and the term-index lines of its words (one grep of
-   term_index.txt: which leaves, and which rows in them, hold documents whose bodies use them,
-   and one for the folders of the leaves with the best rows);
+   term_index.txt: which leaves, and which rows in them, hold documents whose bodies or titles
+   use them, and one for the folders of the leaves with the best rows);
 2. descend: score the candidate nodes of this level (skills, then sub-groups and ``@see``
    group stubs of the nodes opened) by reciprocal rank fusion of embedding similarity to the
    row (or the node's name), BM25 on it, grep evidence below the node (weighted most),
@@ -208,15 +208,16 @@ class Navigator:
         return weights
 
     def _body_terms(self) -> dict[str, float]:
-        """Leaves whose documents' bodies use the question's distinctive words -> the score of
-        their best row (the idf of the words one document uses), from term_index.txt: one grep
-        for the question's term lines, one for the folders of the best :data:`TERM_LEAVES` leaves."""
+        """Leaves whose documents' bodies (or titles) use the question's distinctive words -> the
+        score of their best row (the idf of the words one document uses, its title's counted
+        again), from term_index.txt: one grep for the question's body and title term lines, one
+        for the folders of the best :data:`TERM_LEAVES` leaves."""
         self.term_rows: RowScores = {}  # (leaf number, row) -> idf of the question's words it uses
         self.leaf_numbers: dict[str, int] = {}  # leaf nav file -> its number, where read
         if not self.qterms:
             return {}  # (a tree compiled without the index answers with an error line: no places)
         out = self.tools.code_execution(f"grep -E {shlex.quote(term_pattern(self.qterms))} {TERM_INDEX_FILE}")
-        self.term_rows = row_scores(parse_term_lines(out).values(), self.documents)
+        self.term_rows = row_scores(parse_term_lines(out), self.documents)
         best = best_by_leaf(self.term_rows)
         top = sorted(best, key=lambda n: (-best[n], n))[:TERM_LEAVES]
         if not top:

@@ -41,7 +41,7 @@ TOOL_SCHEMAS: list[dict] = [
             "directory, '/'). Supported: ls, cat, head, tail, grep (-r -i -l -c -n -w -v -o -E -F), "
             "find, wc, sort, uniq, joined with '|'. The tree holds skills/<skill>/SKILL.md, "
             "nested <group>/INDEX.md files, entity_index.json and term_index.txt (body words → "
-            "leaf numbers and row numbers; '@N folder' lines name leaf N's folder). Output is capped; narrow with "
+            "leaf numbers and row numbers, '=word' lines for title words; '@N folder' lines name leaf N's folder). Output is capped; narrow with "
             "grep or page with head/tail."),
         "input_schema": {
             "type": "object",

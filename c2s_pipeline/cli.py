@@ -300,7 +300,9 @@ def print_summary(manifest: dict, out: Path) -> None:
     table.add_row("@see stubs", str(stats["see_stubs"]))
     table.add_row("entity index", f"{stats['entity_index_entries']} entries, {stats['distinct_entities']} entities")
     if "term_index" in stats:
-        table.add_row("term index", f"{stats['term_index']['terms']:,} body terms, {stats['term_index']['bytes']:,} B")
+        terms = stats["term_index"]
+        titles = f", {terms['title_terms']:,} title terms" if "title_terms" in terms else ""  # (older manifests)
+        table.add_row("term index", f"{terms['terms']:,} body terms{titles}, {terms['bytes']:,} B")
     table.add_row("LLM calls", f"{calls['made']} made, {calls['cached']} from cache ({manifest['provider']['name']})")
     usage = stats.get("llm_usage", {}).get("total")
     if usage and usage["calls"]:

@@ -406,7 +406,7 @@ class _Descent:
         listed terms it uses (for ranking the leaves reached)."""
         index = self.index
         listed = index.term_index
-        scores = row_scores((listed.terms[t] for t in self.qterms if t in listed.terms), len(index.doc_row))
+        scores = row_scores(listed.lines(self.qterms), len(index.doc_row))
         doc_body = np.zeros(len(index.doc_row))
         for (leaf, r), score in scores.items():
             members = index.leaf_rows.get(index.term_leaf_node.get(leaf), [])

@@ -7,15 +7,25 @@ per distinctive body term:
 
     @LEAF FOLDER
     TERM DOCS LEAF:ROW,ROW LEAF:ROW ...
+    =TERM DOCS LEAF:ROW,ROW LEAF:ROW ...
 
 ``LEAF`` is a number naming a leaf, and its ``@LEAF`` line gives the leaf's folder below
 ``skills/``. ``TERM`` is a stemmed content term (:func:`c2s_pipeline.text.terms`, as questions
 are matched), ``DOCS`` how many documents use it, and each ``LEAF:ROWS`` a leaf with the rows of
 its ``## Documents`` section (1-based) whose documents use the term; leaves with the most rows
-first. So a navigator can tell which leaf holds one document using all of a question's rare
-words, and, once it has read that leaf, which of its rows.
+first. A ``=TERM`` line lists, the same way, the rows whose *titles* use the term. So a navigator
+can tell which leaf holds one document using all of a question's rare words, and, once it has
+read that leaf, which of its rows.
 
-A navigator reads the lines of its question's terms with one ``grep -E '^(t1|t2) '
+Title lines are there because a question often names a document by its title, in words too
+common to be listed as body terms ("list output format", "create new rows in a table"): on a
+6,836-document development tree, the leaf with the best row held the page a known-item question
+named for 22 of 100 questions from body lines alone and for 91 with title lines too. A title's
+words count twice, once as title words and once as body words, as a title field is weighted up
+in search engines (as far as the title restates the question: :func:`row_scores`); titles are
+short, so a question's title lines add ~0.8 KB.
+
+A navigator reads the lines of its question's terms with one ``grep -E '^=?(t1|t2) '
 term_index.txt``, and the folders of the leaves it wants with one ``grep -E '^@(3|17) '``: what
 is read grows with the question, not the corpus. Leaves are numbers, not folders, in the term
 lines because a folder is ~100 characters and a term is listed in up to a quarter of the leaves:
@@ -24,7 +34,8 @@ navigator could afford only each term's first six leaves; from those, the leaf h
 answer was among the best three for 77% of body-text questions on development sets, and from
 whole lines for 97% (with numbers, whole lines are ~0.4 KB a question and ~0.5 KB a document). Terms used by documents of more
 than :data:`MAX_LEAF_SHARE` of the leaves say little about where to go or which row to take
-(listing them all grew the file by half for two points of recall), so they are left out.
+(listing them all grew the file by half for two points of recall), so they are left out; the
+same cap holds for title terms.
 """
 
 from __future__ import annotations
@@ -33,7 +44,7 @@ import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from .layout import INDEX_FILE, SKILL_FILE, SKILLS_DIR
 from .text import terms
@@ -41,10 +52,12 @@ from .text import terms
 MAX_LEAF_SHARE = 0.25  # a term in more leaves than this share (at least MIN_LEAVES) is not listed
 MIN_LEAVES = 3
 LEAF_MARK = "@"  # starts a leaf line; no term starts with it
+TITLE_MARK = "="  # starts a title-term line (terms start with a letter or digit)
 _TERM = re.compile(r"[^\s:@][^\s:]*")  # a line is split at spaces and a place at its colon
 _LEAF_LINE = re.compile(r"@(\d+) (\S+)")
 HEADER = ("# term_index: '@LEAF FOLDER' lines (FOLDER below skills/), then 'TERM DOCS LEAF:ROW,ROW ...' "
-          "(ROW: the leaf's ## Documents rows whose documents use TERM)")
+          "(ROW: the leaf's ## Documents rows whose documents use TERM) and '=TERM DOCS LEAF:ROW,ROW ...' "
+          "(rows whose titles use TERM)")
 
 
 @dataclass(frozen=True)
@@ -60,21 +73,47 @@ class TermPostings:
 @dataclass
 class TermIndex:
     leaves: dict[int, str] = field(default_factory=dict)  # leaf number -> its nav file
-    terms: dict[str, TermPostings] = field(default_factory=dict)
+    terms: dict[str, TermPostings] = field(default_factory=dict)  # keyed as the lines are: "=TERM" for a title term
+
+    def lines(self, words: Iterable[str]) -> dict[str, TermPostings]:
+        """The body and title lines of ``words``, keyed as :attr:`terms` (what :func:`term_pattern`'s grep prints)."""
+        return {key: self.terms[key] for w in dict.fromkeys(words) for key in (w, title_key(w)) if key in self.terms}
+
+
+def title_key(term: str) -> str:
+    """How a title term's line, and its key in :class:`TermIndex`, starts."""
+    return TITLE_MARK + term
 
 
 RowScores = dict[tuple[int, int], float]  # (leaf number, row) -> summed idf of the question's words it uses
 
 
-def row_scores(postings: Iterable[TermPostings], corpus_documents: int) -> RowScores:
-    """Each row using any of the terms (their postings) -> the summed idf of those it uses: one
-    document using all of a question's rare words scores above many using one each."""
+def row_scores(lines: Mapping[str, TermPostings], corpus_documents: int) -> RowScores:
+    """Each row using any of the question's terms (their body and title lines, keyed as
+    :attr:`TermIndex.terms`) -> the summed idf of those its document uses, so one document using
+    all of a question's rare words scores above many using one each; plus, for a row whose title
+    uses some, their summed title idf times the square of the share of the question's weight its
+    title holds, so a title that restates the question counts its words again and one sharing
+    two common words with a long question hardly does (counted in full, such titles cost
+    navigation ~10 points on body-sentence questions of development trees)."""
     scores: RowScores = {}
-    for post in postings:
-        idf = post.idf(corpus_documents)
+    titled: dict[tuple[int, int], list[str]] = defaultdict(list)
+    for key, post in lines.items():
         for leaf, rows in post.leaves.items():
             for row in rows:
-                scores[leaf, row] = scores.get((leaf, row), 0.0) + idf
+                if key.startswith(TITLE_MARK):
+                    titled[leaf, row].append(key.removeprefix(TITLE_MARK))
+                else:
+                    scores[leaf, row] = scores.get((leaf, row), 0.0) + post.idf(corpus_documents)
+    # A term's weight: its body line's idf, or its title line's where only titles list it.
+    weight = {key.removeprefix(TITLE_MARK): post.idf(corpus_documents)
+              for key, post in lines.items() if key.startswith(TITLE_MARK)}
+    weight.update({key: post.idf(corpus_documents) for key, post in lines.items() if not key.startswith(TITLE_MARK)})
+    total = sum(weight.values()) or 1.0
+    for place, words in titled.items():
+        share = sum(weight[w] for w in words) / total
+        credit = sum(lines[title_key(w)].idf(corpus_documents) for w in words)
+        scores[place] = scores.get(place, 0.0) + share ** 2 * credit
     return scores
 
 
@@ -101,30 +140,34 @@ def leaf_nav_file(folder: str) -> str:
     return f"{SKILLS_DIR}/{folder}/{INDEX_FILE if '/' in folder else SKILL_FILE}"
 
 
-def build_term_index(leaves: Iterable[tuple[str, Iterable[str]]]) -> str:
-    """``leaves``: (leaf nav file, its documents' title and text in row order), numbered 1, 2, ...
-    in the order given -> the file's text: the leaf lines, then the term lines sorted."""
-    used: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+def build_term_index(leaves: Iterable[tuple[str, Iterable[tuple[str, str]]]]) -> str:
+    """``leaves``: (leaf nav file, its documents' (title, text) in row order), numbered 1, 2, ...
+    in the order given -> the file's text: the leaf lines, then the body and title term lines
+    sorted. A title is a document's first words, so its terms are body terms too."""
+    body: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+    titles: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
     lines = [HEADER]
-    for number, (nav_file, texts) in enumerate(leaves, 1):
+    for number, (nav_file, documents) in enumerate(leaves, 1):
         lines.append(f"{LEAF_MARK}{number} {leaf_folder(nav_file)}")
-        for row, text in enumerate(texts, 1):
-            for term in set(terms(text)):
-                used[term][number].append(row)
+        for row, (title, text) in enumerate(documents, 1):
+            for term in set(terms(title)):
+                titles[term][number].append(row)
+            for term in set(terms(f"{title}\n{text}")):
+                body[term][number].append(row)
     cap = max(MIN_LEAVES, math.ceil(MAX_LEAF_SHARE * (len(lines) - 1)))
-    for term in sorted(used):
-        by_leaf = used[term]
-        if len(by_leaf) > cap or not _TERM.fullmatch(term):
+    listed = [(term, places) for term, places in body.items()] + [(title_key(t), p) for t, p in titles.items()]
+    for key, by_leaf in sorted(listed):
+        if len(by_leaf) > cap or not _TERM.fullmatch(key.removeprefix(TITLE_MARK)):
             continue
         places = " ".join(f"{leaf}:{','.join(map(str, rows))}"
                           for leaf, rows in sorted(by_leaf.items(), key=lambda kv: (-len(kv[1]), kv[0])))
-        lines.append(f"{term} {sum(map(len, by_leaf.values()))} {places}")
+        lines.append(f"{key} {sum(map(len, by_leaf.values()))} {places}")
     return "\n".join(lines) + "\n"
 
 
 def term_pattern(words: Iterable[str]) -> str:
-    """An extended regular expression matching the lines of ``words`` (for ``grep -E``)."""
-    return "^(" + "|".join(re.escape(w) for w in dict.fromkeys(words)) + ") "
+    """An extended regular expression matching the body and title lines of ``words`` (for ``grep -E``)."""
+    return f"^{TITLE_MARK}?(" + "|".join(re.escape(w) for w in dict.fromkeys(words)) + ") "
 
 
 def leaf_pattern(numbers: Iterable[int]) -> str:
@@ -138,8 +181,8 @@ def leaf_name_pattern(names: Iterable[str]) -> str:
 
 
 def parse_term_lines(text: str) -> dict[str, TermPostings]:
-    """Term lines of term_index.txt (any subset, e.g. grep output) -> {term: postings}; other
-    lines are skipped."""
+    """Term lines of term_index.txt (any subset, e.g. grep output) -> {term: postings}, a title
+    term keyed ``=TERM`` (:func:`title_key`); other lines are skipped."""
     out: dict[str, TermPostings] = {}
     for line in text.splitlines():
         parts = line.split(" ")

@@ -13,7 +13,7 @@ import pytest
 from c2s_pipeline.docstore import DocumentStore
 from c2s_pipeline.frontmatter import NAME_RULE, parse_frontmatter
 from c2s_pipeline.ingest import read_corpus
-from c2s_pipeline.term_index import MAX_LEAF_SHARE, parse_term_index
+from c2s_pipeline.term_index import MAX_LEAF_SHARE, TITLE_MARK, parse_term_index
 from c2s_pipeline.text import terms
 from c2s_pipeline.validate import nav_files, primary_rows
 
@@ -107,24 +107,30 @@ def test_entity_index_and_related_skills(compiled):
 
 
 def test_term_index_names_the_rows_whose_documents_use_each_term(compiled):
-    """Every leaf has one numbered line; every listed (leaf, row) is a document using the term,
-    every document using a listed term is listed, and terms in too many leaves are left out."""
+    """Every leaf has one numbered line; every listed (leaf, row) is a document using the term
+    (in its title or text; a ``=TERM`` line: in its title), every document using a listed term
+    is listed, and terms in too many leaves are left out."""
     index = parse_term_index((compiled.out / "term_index.txt").read_text(encoding="utf-8"))
-    assert index.terms and len(index.terms) == compiled.manifest["stats"]["term_index"]["terms"]
+    body = {t: p for t, p in index.terms.items() if not t.startswith(TITLE_MARK)}
+    titles = {t.removeprefix(TITLE_MARK): p for t, p in index.terms.items() if t.startswith(TITLE_MARK)}
+    stats = compiled.manifest["stats"]["term_index"]
+    assert body and titles and (len(body), len(titles)) == (stats["terms"], stats["title_terms"])
     store = DocumentStore(compiled.out / "documents.sqlite")
     rows = {str(f.relative_to(compiled.out).as_posix()): primary_rows(f.read_text()) for f in nav_files(compiled.out)}
     leaves = [leaf for leaf, ids in rows.items() if ids]
     assert sorted(index.leaves.values()) == sorted(leaves) and sorted(index.leaves) == list(range(1, len(leaves) + 1))
     number = {leaf: n for n, leaf in index.leaves.items()}
-    used = {leaf: [set(terms(f"{store.get(d).title}\n{store.get(d).text}")) for d in rows[leaf]] for leaf in leaves}
     cap = max(3, math.ceil(MAX_LEAF_SHARE * len(leaves)))
-    for term, post in list(index.terms.items())[:: max(1, len(index.terms) // 300)]:
-        expected = {number[leaf]: tuple(i for i, words in enumerate(used[leaf], 1) if term in words) for leaf in leaves}
-        expected = {leaf: found for leaf, found in expected.items() if found}
-        assert post.leaves == expected, term
-        assert post.documents == sum(map(len, expected.values())) and len(expected) <= cap
-    common = {t for words in used.values() for doc in words for t in doc}
-    assert any(sum(any(t in doc for doc in used[leaf]) for leaf in leaves) > cap for t in common - set(index.terms))
+    for listed, text in ((body, lambda doc: f"{doc.title}\n{doc.text}"), (titles, lambda doc: doc.title)):
+        used = {leaf: [set(terms(text(store.get(d)))) for d in rows[leaf]] for leaf in leaves}
+        for term, post in list(listed.items())[:: max(1, len(listed) // 300)]:
+            expected = {number[leaf]: tuple(i for i, words in enumerate(used[leaf], 1) if term in words)
+                        for leaf in leaves}
+            expected = {leaf: found for leaf, found in expected.items() if found}
+            assert post.leaves == expected, term
+            assert post.documents == sum(map(len, expected.values())) and len(expected) <= cap
+        common = {t for words in used.values() for doc in words for t in doc}
+        assert any(sum(any(t in doc for doc in used[leaf]) for leaf in leaves) > cap for t in common - set(listed))
 
 
 def test_document_store_keeps_full_texts(compiled):

@@ -36,7 +36,7 @@ from ..render import DocCard, NodeExtras, doc_stub, group_stub, render_node
 from ..resources import EncoderResource, LLMResource, WorkspaceResource
 from ..search_index import SearchIndex, write_search_index
 from ..storage import publish_tree
-from ..term_index import build_term_index, parse_term_index
+from ..term_index import TITLE_MARK, build_term_index, parse_term_index
 from ..text import clip, sha256_hex
 from ..tree import Forest, Node, build_forest
 from ..validate import check_tree
@@ -202,7 +202,7 @@ def _check_specs() -> list[AssetCheckSpec]:
 
 
 @asset(partitions_def=corpus_partitions, group_name="publish", deps=upstream_of("staged_tree"),
-       code_version="staged_tree-5", check_specs=_check_specs(), kinds={"markdown"})
+       code_version="staged_tree-6", check_specs=_check_specs(), kinds={"markdown"})
 def staged_tree(context: AssetExecutionContext, workspace: WorkspaceResource, llm: LLMResource,
                 encoder: EncoderResource):
     """The rendered forest (SKILL.md / INDEX.md), entity_index.json, term_index.txt, the
@@ -227,7 +227,7 @@ def staged_tree(context: AssetExecutionContext, workspace: WorkspaceResource, ll
         (staged / ENTITY_INDEX_FILE).write_text(entity_index_json(index), encoding="utf-8")
         docs = art.read_table("documents.parquet")
         texts = dict(zip(docs["doc_id"], docs["text"]))
-        terms_text = build_term_index((n.nav_file, (f"{cards[d].title}\n{texts[d]}" for d in n.members))
+        terms_text = build_term_index((n.nav_file, ((cards[d].title, texts[d]) for d in n.members))
                                       for n in forest.nodes() if n.level == 1)
         (staged / TERM_INDEX_FILE).write_text(terms_text, encoding="utf-8")
         write_document_store(staged / DOCUMENT_STORE_FILE, (
@@ -236,7 +236,9 @@ def staged_tree(context: AssetExecutionContext, workspace: WorkspaceResource, ll
         outcomes = check_tree(staged, docs["doc_id"].to_list(), spec.p)
         manifest = build_manifest(spec, art, forest, files, index, outcomes, llm, encoder, stage)
         term_index = parse_term_index(terms_text)
-        manifest["stats"]["term_index"] = {"terms": len(term_index.terms), "leaves": len(term_index.leaves),
+        titles = sum(key.startswith(TITLE_MARK) for key in term_index.terms)
+        manifest["stats"]["term_index"] = {"terms": len(term_index.terms) - titles, "title_terms": titles,
+                                           "leaves": len(term_index.leaves),
                                            "bytes": len(terms_text.encode("utf-8"))}
         calls = manifest["stats"]["llm_calls"]
         saved = incremental.llm_calls_saved(art, mode, calls["made"])
