@@ -20,10 +20,10 @@ read that leaf, which of its rows.
 Title lines are there because a question often names a document by its title, in words too
 common to be listed as body terms ("list output format", "create new rows in a table"): on a
 6,836-document development tree, the leaf with the best row held the page a known-item question
-named for 22 of 100 questions from body lines alone and for 91 with title lines too. A title's
-words count twice, once as title words and once as body words, as a title field is weighted up
-in search engines (as far as the title restates the question: :func:`row_scores`); titles are
-short, so a question's title lines add ~0.8 KB.
+named for 22 of 100 questions from body lines alone and for 88 with title lines too. A title
+that holds most of the question's term weight (it restates the question: :func:`row_scores`)
+counts its words twice, once as title words and once as body words, as a title field is weighted
+up in search engines; titles are short, so a question's title lines add ~0.8 KB.
 
 A navigator reads the lines of its question's terms with one ``grep -E '^=?(t1|t2) '
 term_index.txt``, and the folders of the leaves it wants with one ``grep -E '^@(3|17) '``: what
@@ -51,6 +51,11 @@ from .text import terms
 
 MAX_LEAF_SHARE = 0.25  # a term in more leaves than this share (at least MIN_LEAVES) is not listed
 MIN_LEAVES = 3
+# A row's title counts its words again when it holds this share of the question's term weight:
+# it restates the question. On development sets, every lower share (down to counting any title
+# word) lost body-text and help-center questions to titles that merely share a few of their words;
+# 0.6 kept those at their body-only recall and still held ~90% of known-item questions' pages.
+TITLE_SHARE = 0.6
 LEAF_MARK = "@"  # starts a leaf line; no term starts with it
 TITLE_MARK = "="  # starts a title-term line (terms start with a letter or digit)
 _TERM = re.compile(r"[^\s:@][^\s:]*")  # a line is split at spaces and a place at its colon
@@ -92,10 +97,9 @@ def row_scores(lines: Mapping[str, TermPostings], corpus_documents: int) -> RowS
     """Each row using any of the question's terms (their body and title lines, keyed as
     :attr:`TermIndex.terms`) -> the summed idf of those its document uses, so one document using
     all of a question's rare words scores above many using one each; plus, for a row whose title
-    uses some, their summed title idf times the square of the share of the question's weight its
-    title holds, so a title that restates the question counts its words again and one sharing
-    two common words with a long question hardly does (counted in full, such titles cost
-    navigation ~10 points on body-sentence questions of development trees)."""
+    holds :data:`TITLE_SHARE` of the question's term weight or more, the summed title idf of
+    those words: a title that restates the question counts its words again, one sharing a few
+    words with a longer question does not."""
     scores: RowScores = {}
     titled: dict[tuple[int, int], list[str]] = defaultdict(list)
     for key, post in lines.items():
@@ -113,7 +117,8 @@ def row_scores(lines: Mapping[str, TermPostings], corpus_documents: int) -> RowS
     for place, words in titled.items():
         share = sum(weight[w] for w in words) / total
         credit = sum(lines[title_key(w)].idf(corpus_documents) for w in words)
-        scores[place] = scores.get(place, 0.0) + share ** 2 * credit
+        if share >= TITLE_SHARE:
+            scores[place] = scores.get(place, 0.0) + credit
     return scores
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from c2s_pipeline.term_index import (TermPostings, build_term_index, leaf_folder, leaf_name_pattern, leaf_nav_file,
                                      leaf_pattern, parse_leaf_lines, parse_term_index, parse_term_lines, row_scores,
                                      term_pattern)
@@ -56,19 +58,19 @@ def test_leaf_lines_then_sorted_term_lines_each_parse_back_from_grep_output():
     assert by_name == ["@2 billing/invoices", "@3 domains"]
 
 
-def test_a_title_counts_its_words_again_as_far_as_it_restates_the_question():
+def test_a_title_counts_its_words_again_where_it_restates_the_question():
     # Rows 1-3 of leaf 1 use 'list' and 'format' in their bodies; row 2's title is "List format",
-    # row 3's shares 'list' only; a long question's many other words are in rows of leaf 2.
+    # row 3's holds 'list' only; a longer question's other words are in a row of leaf 2.
     lines = parse_term_lines("list 3 1:1,2,3\nformat 2 1:1,2\n=list 2 1:2,3\n=format 1 1:2\n"
                              "sprocket 1 2:1\ntorque 1 2:1\ngearbox 1 2:1\n")
-    short = row_scores({k: v for k, v in lines.items() if k.lstrip("=") in ("list", "format")}, 100)
     body = row_scores({k: v for k, v in lines.items() if not k.startswith("=")}, 100)
+    short = row_scores({k: v for k, v in lines.items() if k.lstrip("=") in ("list", "format")}, 100)
     assert short[1, 1] == body[1, 1]  # no title word: its body words only
-    assert short[1, 2] >= 2 * body[1, 2]  # its title is the whole question: its words count again, in full
-    assert body[1, 3] < short[1, 3] < short[1, 2]  # ... a title holding some of it, in part
-    long = row_scores(lines, 100)  # the question also asks of sprocket gearbox torque
-    assert long[1, 2] - body[1, 2] < (short[1, 2] - body[1, 2]) / 4  # the same title restates little of it
-    assert long[2, 1] > long[1, 2]
+    again = lines["=list"].idf(100) + lines["=format"].idf(100)
+    assert short[1, 2] == pytest.approx(body[1, 2] + again)  # its title is the whole question: counted again
+    assert short[1, 3] == body[1, 3]  # 'list' alone is under TITLE_SHARE of its weight
+    long = row_scores(lines, 100)  # asked also of sprocket gearbox torque, the same title restates little
+    assert long[1, 2] == body[1, 2] and long[2, 1] > long[1, 2]
 
 
 def test_leaf_folders_round_trip_and_the_patterns_match_whole_terms_and_numbers():
