@@ -100,25 +100,24 @@ def row_scores(lines: Mapping[str, TermPostings], corpus_documents: int) -> RowS
     holds :data:`TITLE_SHARE` of the question's term weight or more, the summed title idf of
     those words: a title that restates the question counts its words again, one sharing a few
     words with a longer question does not."""
+    idf = {key: post.idf(corpus_documents) for key, post in lines.items()}
+    # A term's weight: its body line's idf, or its title line's where only titles list it.
+    weight = {key.removeprefix(TITLE_MARK): w for key, w in idf.items() if key.startswith(TITLE_MARK)}
+    weight.update({key: w for key, w in idf.items() if not key.startswith(TITLE_MARK)})
+    total = sum(weight.values()) or 1.0
     scores: RowScores = {}
-    titled: dict[tuple[int, int], list[str]] = defaultdict(list)
+    titled: dict[tuple[int, int], list[str]] = defaultdict(list)  # row -> the title lines naming it
     for key, post in lines.items():
+        title = key.startswith(TITLE_MARK)
         for leaf, rows in post.leaves.items():
             for row in rows:
-                if key.startswith(TITLE_MARK):
-                    titled[leaf, row].append(key.removeprefix(TITLE_MARK))
+                if title:
+                    titled[leaf, row].append(key)
                 else:
-                    scores[leaf, row] = scores.get((leaf, row), 0.0) + post.idf(corpus_documents)
-    # A term's weight: its body line's idf, or its title line's where only titles list it.
-    weight = {key.removeprefix(TITLE_MARK): post.idf(corpus_documents)
-              for key, post in lines.items() if key.startswith(TITLE_MARK)}
-    weight.update({key: post.idf(corpus_documents) for key, post in lines.items() if not key.startswith(TITLE_MARK)})
-    total = sum(weight.values()) or 1.0
-    for place, words in titled.items():
-        share = sum(weight[w] for w in words) / total
-        credit = sum(lines[title_key(w)].idf(corpus_documents) for w in words)
-        if share >= TITLE_SHARE:
-            scores[place] = scores.get(place, 0.0) + credit
+                    scores[leaf, row] = scores.get((leaf, row), 0.0) + idf[key]
+    for place, keys in titled.items():
+        if sum(weight[key.removeprefix(TITLE_MARK)] for key in keys) / total >= TITLE_SHARE:
+            scores[place] = scores.get(place, 0.0) + sum(idf[key] for key in keys)
     return scores
 
 
@@ -160,7 +159,7 @@ def build_term_index(leaves: Iterable[tuple[str, Iterable[tuple[str, str]]]]) ->
             for term in set(terms(f"{title}\n{text}")):
                 body[term][number].append(row)
     cap = max(MIN_LEAVES, math.ceil(MAX_LEAF_SHARE * (len(lines) - 1)))
-    listed = [(term, places) for term, places in body.items()] + [(title_key(t), p) for t, p in titles.items()]
+    listed = list(body.items()) + [(title_key(term), places) for term, places in titles.items()]
     for key, by_leaf in sorted(listed):
         if len(by_leaf) > cap or not _TERM.fullmatch(key.removeprefix(TITLE_MARK)):
             continue
