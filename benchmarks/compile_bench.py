@@ -67,7 +67,7 @@ def preload() -> dict:
     t_torch = time.perf_counter() - t
     # First model load and first inferences of the process (lazy imports, kernel selection,
     # allocator growth) are one-time costs of neither the compile nor the encoder: pay them here.
-    from c2s_pipeline.encoder import Encoder
+    from c2s_core.encoder import Encoder
 
     t = time.perf_counter()
     Encoder().encode([("warm-up text " * n)[:2000] for n in range(1, 129)])
@@ -91,7 +91,7 @@ class EncodeMeter:
         self.by_stage: dict[str, float] = {}
 
     def __enter__(self):
-        from c2s_pipeline.encoder import Encoder
+        from c2s_core.encoder import Encoder
 
         self._orig = (Encoder.encode, Encoder._load)
         orig_encode, orig_load = self._orig
@@ -120,7 +120,7 @@ class EncodeMeter:
         return self
 
     def __exit__(self, *exc):
-        from c2s_pipeline.encoder import Encoder
+        from c2s_core.encoder import Encoder
 
         Encoder.encode, Encoder._load = self._orig
 
@@ -197,7 +197,7 @@ def embedded_texts(art) -> tuple[list[str], list[str]]:
 def time_encoder(doc_texts: list[str], level_texts: list[str], repeats: int = 1) -> dict:
     """A fresh Encoder on the compile's texts; with repeats, the fastest run counts (the least
     disturbed by other work on the machine) and every run is reported."""
-    from c2s_pipeline.encoder import Encoder
+    from c2s_core.encoder import Encoder
 
     encoder = Encoder()  # fresh object: its own model load, like the compile's
     t = time.perf_counter()

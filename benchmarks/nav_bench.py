@@ -111,7 +111,7 @@ def evaluate(tree_path: Path, qa_path: Path, *, limit: int | None = None, route_
     from c2s_agent.evaluation.baselines import Baselines
     from c2s_agent.evaluation.metrics import bootstrap_interval, load_qa, paired_bootstrap
     from c2s_agent.offline import ROUTE_BELOW
-    from c2s_agent.tree import open_tree
+    from c2s_core.tree import open_tree
 
     tree = open_tree(tree_path)
     items = [i for i in load_qa(qa_path, limit) if i.gold_ids]

@@ -85,7 +85,7 @@ def pct(values: list[float], q: float) -> float:
 
 def bench(name: str, tree: Path, questions: list[dict], p: int) -> dict:
     from c2s_agent import answer
-    from c2s_agent.tree import open_tree
+    from c2s_core.tree import open_tree
 
     n_docs = len(open_tree(tree).store.ids())
     rows = row_stats(tree)
@@ -159,7 +159,7 @@ def republish(out: Path, corpus: str, version: int) -> tuple[str, str]:
     returns (nav file, the line added to it)."""
     import shutil
 
-    from c2s_pipeline.publish import publish, staged_path
+    from c2s_core.atomic_publish import publish, staged_path
 
     stage = staged_path(out)
     shutil.rmtree(stage, ignore_errors=True)

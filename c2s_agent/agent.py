@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from .tools import ToolCall, TreeTools
-from .tree import Tree, open_tree
+from c2s_core.tree import Tree, open_tree
 
 RULES = """\
 You answer questions from a company's documents, compiled into a tree of skill files that you \

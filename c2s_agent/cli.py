@@ -41,7 +41,7 @@ def _fail(message: str, code: int = 2) -> None:
 
 def _tools(tree: Path):
     from .tools import TreeTools
-    from .tree import TreeError
+    from c2s_core.tree import TreeError
 
     try:
         return TreeTools(tree)
@@ -61,7 +61,7 @@ def ask(
     as_json: bool = typer.Option(False, "--json", help="print the full result (answer, citations, trace) as JSON"),
 ) -> None:
     """Answer QUESTION by navigating the tree; prints the answer, its sources and the path taken."""
-    from c2s_pipeline.llm.clients import LLMError
+    from c2s_core.llm.clients import LLMError
 
     from .agent import UnknownProviderError, answer
 
@@ -109,10 +109,29 @@ def shell(
         raise typer.Exit(tools.sandbox.last_status)
 
 
+# -- command line ----------------------------------------------------------------------------------
+
+def view(
+    tree: Path = typer.Argument(..., help="compiled tree (the --out of c2s compile)"),
+    out: Path = typer.Option(..., "--out", help="folder for the page (new, empty, or a previous view)"),
+) -> None:
+    """Write a static HTML view of TREE (outline, treemap, summaries, entities, title search) that
+    opens from disk with no server; prints the path of its index.html."""
+    from c2s_core.tree import TreeError
+    from c2s_core.view import ViewError, build_view
+
+    try:
+        index = build_view(tree, out)
+    except (TreeError, ViewError) as e:
+        _fail(str(e))
+    typer.echo(str(index))
+
+
 def register(target: typer.Typer) -> None:
-    """Add ``ask`` and ``shell`` to ``target`` (e.g. the ``c2s`` app)."""
+    """Add ``ask``, ``shell`` and ``view`` to ``target`` (e.g. the ``c2s`` app)."""
     target.command("ask")(ask)
     target.command("shell")(shell)
+    target.command("view")(view)
 
 
 register(app)

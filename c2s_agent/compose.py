@@ -10,9 +10,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from c2s_pipeline.text import sentences, strip_markdown
+from c2s_core.text import sentences, strip_markdown
 
-from c2s_pipeline.text import terms
+from c2s_core.text import terms
 from .tools import Page
 
 FACTUAL_WORDS = 80

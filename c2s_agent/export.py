@@ -30,14 +30,14 @@ from urllib.parse import quote, unquote
 import typer
 import yaml
 
-from c2s_pipeline.docstore import DocumentStore
-from c2s_pipeline.frontmatter import (MAX_DESCRIPTION, MAX_NAME, NAME_RULE, RESERVED_WORDS, clean_description,
+from c2s_core.docstore import DocumentStore
+from c2s_core.frontmatter import (MAX_DESCRIPTION, MAX_NAME, NAME_RULE, RESERVED_WORDS, clean_description,
                                       parse_frontmatter)
-from c2s_pipeline.publish import swap_in
-from c2s_pipeline.layout import (INDEX_FILE, SECTION_DOCUMENTS, SECTION_EXAMPLES, SECTION_RELATED, SECTION_SEE_ALSO,
+from c2s_core.atomic_publish import swap_in
+from c2s_core.layout import (INDEX_FILE, SECTION_DOCUMENTS, SECTION_EXAMPLES, SECTION_RELATED, SECTION_SEE_ALSO,
                                  SECTION_SUBGROUPS, SKILL_FILE, SKILLS_DIR)
 
-from .tree import Tree, TreeError, open_tree
+from c2s_core.tree import Tree, TreeError, open_tree
 
 FORMATS = ("claude-code", "agent-skills")
 EXPORT_FILE = "c2s-export.json"

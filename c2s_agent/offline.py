@@ -26,7 +26,7 @@ One question, in rounds ("turns") of tool calls:
    up when its best hit stands out; above it, navigation alone;
 4. rank the cards of the opened leaves (plus ``@see`` stubs, example rows and search hits)
    with their term-index rows (the question's words their bodies use) and how closely their
-   titles restate the question (:func:`~c2s_pipeline.text.title_match`), read the best
+   titles restate the question (:func:`~c2s_core.text.title_match`), read the best
    candidates with ``get_document`` and re-rank on cards and document text together;
 5. compose an extractive, cited answer from the best documents (:mod:`c2s_agent.compose`).
 
@@ -45,16 +45,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from c2s_pipeline.beam import (BEAM_MIN, BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, RRF_K, TERM_JUMP_ROWS,
+from c2s_core.navigation.beam import (BEAM_MIN, BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, RRF_K, TERM_JUMP_ROWS,
                                 TERM_LEAVES, TITLE_WEIGHT, beam_width, term_jump)
-from c2s_pipeline.layout import ENTITY_INDEX_FILE, SECTION_DOCUMENTS, SECTION_RELATED, TERM_INDEX_FILE
-from c2s_pipeline.term_index import (RowScores, best_by_leaf, best_rows, leaf_folder, leaf_name_pattern, leaf_pattern,
+from c2s_core.layout import ENTITY_INDEX_FILE, SECTION_DOCUMENTS, SECTION_RELATED, TERM_INDEX_FILE
+from c2s_core.term_index import (RowScores, best_by_leaf, best_rows, leaf_folder, leaf_name_pattern, leaf_pattern,
                                      parse_leaf_lines, parse_term_lines, row_scores, term_pattern)
-from c2s_pipeline.text import query_terms, terms, title_match, tokens
+from c2s_core.text import query_terms, terms, title_match, tokens
 
 from .compose import compose_answer
-from .navfile import Card, Group, NavFile, parse_nav_file
-from .scoring import bm25, embedder, rrf
+from c2s_core.navrows import Card, Group, NavFile, parse_nav_file
+from c2s_core.navigation.scoring import bm25, embedder, rrf
 from .agent import Reply, TurnBudget, citations_in
 from .tools import Page, SearchHit, TreeTools, parse_document
 
@@ -279,7 +279,7 @@ class Navigator:
 
     def _term_jump(self, reached: list[NavFile]) -> list[NavFile]:
         """Read, in the leaves the descent missed whose term-index rows are as good as any it
-        reached (:func:`~c2s_pipeline.beam.term_jump`), the best :data:`TERM_JUMP_ROWS` rows the
+        reached (:func:`~c2s_core.navigation.beam.term_jump`), the best :data:`TERM_JUMP_ROWS` rows the
         index names: it has said which rows, so the rest of the leaf is not read."""
         better = term_jump(self.body_hits, (nav.path for nav in reached), self.read)
         if not better or not self._can_descend() or not self.budget.take():

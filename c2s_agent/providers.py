@@ -1,5 +1,5 @@
 """LLM providers for :func:`c2s_agent.answer`: a tool-use loop over the shared chat clients of
-:mod:`c2s_pipeline.llm.clients` (``anthropic``: the Messages API; ``openai``: chat completions,
+:mod:`c2s_core.llm.clients` (``anthropic``: the Messages API; ``openai``: chat completions,
 OpenAI or any compatible server via ``base_url``)::
 
     answer("How do I get a refund?", "out/tree", provider="anthropic")
@@ -19,8 +19,8 @@ object, missing required fields) get an error tool result and the loop goes on.
 Options (keyword arguments of ``answer``): ``model``, ``api_key``, ``base_url`` (else the
 ``ANTHROPIC_API_KEY``/``ANTHROPIC_BASE_URL`` or ``OPENAI_API_KEY``/``OPENAI_BASE_URL``
 environment variables; ``C2S_AGENT_MODEL`` names a default model), ``max_tokens``,
-``temperature``, ``route`` (False: navigation only, no ``search`` tool), ``retry`` (a :class:`~c2s_pipeline.llm.clients.RetryPolicy`), ``timeout``,
-or ``client`` (a ready :class:`~c2s_pipeline.llm.clients.ChatClient`).
+``temperature``, ``route`` (False: navigation only, no ``search`` tool), ``retry`` (a :class:`~c2s_core.llm.clients.RetryPolicy`), ``timeout``,
+or ``client`` (a ready :class:`~c2s_core.llm.clients.ChatClient`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import shlex
 import time
 from typing import Any
 
-from c2s_pipeline.llm.clients import (
+from c2s_core.llm.clients import (
     CONTEXT_EXCEEDED,
     MAX_TOKENS,
     ChatClient,

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from c2s_pipeline.layout import MANIFEST_FILE
+from c2s_core.layout import MANIFEST_FILE
 
 try:  # the third-party `regex` module can time-bound a search; stdlib `re` cannot
     import regex as _regex

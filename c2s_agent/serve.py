@@ -10,7 +10,7 @@ The server offers the agent's own tools over the Model Context Protocol (officia
   ``c2s://doc/{+doc_id}`` (a document's full text) and ``c2s://skills`` (the top-level skills).
 
 One process serves many clients from one loaded tree. A recompile publishes a new tree by
-renaming a new directory over OUT (:mod:`c2s_pipeline.publish`) and deletes the old one at once,
+renaming a new directory over OUT (:mod:`c2s_core.atomic_publish`) and deletes the old one at once,
 so the server never reads OUT in place: it serves a private snapshot of each published version
 (hard links, beside OUT; copies where links are impossible), checks OUT's identity at the start
 of every call and snapshots a new version when it changes. A call keeps the snapshot it started
@@ -42,11 +42,11 @@ from pathlib import Path
 
 import typer
 
-from c2s_pipeline.layout import MANIFEST_FILE
+from c2s_core.layout import MANIFEST_FILE
 
 from .cli import TREE_HELP, err, escape
 from .tools import MAX_SEARCH_K, SEARCH_K, SEARCH_SCHEMA, TOOL_SCHEMAS, TreeTools
-from .tree import Tree, TreeError
+from c2s_core.tree import Tree, TreeError
 
 log = logging.getLogger("c2s.serve")
 
@@ -399,7 +399,7 @@ def build_server(tree: LiveTree | str | os.PathLike[str], *, provider: str = "of
     ask_slots: RunVar = RunVar("ask_slots")  # a limiter per event loop (in-process clients run several)
 
     def answer_one(question: str) -> AskResult:
-        from c2s_pipeline.llm.clients import LLMError
+        from c2s_core.llm.clients import LLMError
 
         with live.use() as t:
             try:

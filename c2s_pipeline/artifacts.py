@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .text import sha256_hex
+from c2s_core.text import sha256_hex
 
 # Levels of the hierarchy that exist as assets; a corpus needing more is refused clearly.
 MAX_LEVELS = 5

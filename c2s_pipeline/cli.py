@@ -342,11 +342,10 @@ def _register_serving_commands() -> None:
     """`c2s ask`, `c2s shell` and `c2s eval` live with the agent; the CLI is one app."""
     from c2s_agent.cli import register as register_agent
     from c2s_agent.export import register as register_export
-    from c2s_agent.publish_api import register as register_publish
+    from c2s_agent.skills_api import register as register_publish
     from c2s_agent.serve import register as register_serve
-    from c2s_agent.view import register as register_view
 
-    for register in (register_agent, register_serve, register_export, register_publish, register_view):
+    for register in (register_agent, register_serve, register_export, register_publish):
         register(app)
     try:
         from c2s_agent.evaluation.cli import register as register_eval

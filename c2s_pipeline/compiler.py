@@ -29,11 +29,12 @@ from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
 from .automation import INTERRUPTED_TAG, JOB_NAME, compile_run_config, compile_tags, corpus_state
 from .ingest import CorpusError
-from .layout import MANIFEST_FILE
-from .executors import compile_executor, compile_job_def
-from .llm.clients import LLMError
+from c2s_core.layout import MANIFEST_FILE
+from .definitions import compile_job_def
+from .executors import compile_executor
+from c2s_core.llm.clients import LLMError
 from .locks import COMPILE_ID_TAG, LockBusy, compile_lock
-from .publish import OutputError, check_output
+from c2s_core.atomic_publish import OutputError, check_output
 from .resources import LLMResource
 from .workspace import CorpusSpec, LLMSettings, Workspace
 

@@ -1,7 +1,7 @@
 """The c2s code location: compile stages as assets partitioned by corpus, with resources,
 the compile job, the corpus sensor and the nightly schedule."""
 
-from dagster import Definitions
+from dagster import Definitions, JobDefinition
 from dagster_aws.s3 import S3Resource
 
 from .assets import compile_assets
@@ -20,3 +20,10 @@ defs = Definitions(
     # $C2S_EXECUTOR: in_process (default: steps are short and share the encoder), multiprocess, celery, k8s.
     executor=compile_executor(),
 )
+
+
+def compile_job_def() -> JobDefinition:
+    """The code location's compile job with the executor ``$C2S_EXECUTOR`` names: a target for
+    ``reconstructable()``, which step workers (Celery, Kubernetes) rebuild the same way. Dagster
+    keeps a reconstructed job for the life of the process, so the executor is the process's."""
+    return defs.resolve_job_def("compile_corpus").with_executor_def(compile_executor())

@@ -18,7 +18,7 @@ What is measured:
   hash of their ids), three questions each: its title (when no other document has it), its
   lead sentence and one sentence of its body that names a detail few documents mention (at
   least two terms at most 2% of the documents use). A beam descent over the tree, scored with the
-  offline navigator's weights and beam rule (:mod:`c2s_pipeline.beam`: reciprocal-rank fusion
+  offline navigator's weights and beam rule (:mod:`c2s_core.navigation.beam`: reciprocal-rank fusion
   of row embedding similarity, BM25 on the row, grep-like counts of the question's terms in the
   nav files below each node and the best term-index row below it; 3-5 nodes a level), reaches
   the document when a leaf it opens lists it (as a row or an ``@see`` stub): the share reached
@@ -38,8 +38,8 @@ Questions are the documents' own words, which favours BM25 over both navigation 
 retrieval; ``navigation_over_flat`` (the ratio of the two recalls) says by how much a "flat"
 verdict was reached.
 
-Scoring shares the navigator's term rules (:mod:`c2s_pipeline.text`) and weights and beam rule
-(:mod:`c2s_pipeline.beam`) without importing ``c2s_agent.offline``, since the compiler and the
+Scoring shares the navigator's term rules (:mod:`c2s_core.text`) and weights and beam rule
+(:mod:`c2s_core.navigation.beam`) without importing ``c2s_agent.offline``, since the compiler and the
 agent do not import each other; it leaves out what the navigator adds on top (entity-index hits, related-skill jumps, backtracking, routing to search),
 so the probe measures the tree, not the agent's recoveries.
 """
@@ -56,15 +56,15 @@ from scipy import sparse
 from sklearn.feature_extraction.text import CountVectorizer
 
 from .artifacts import CorpusArtifacts
-from .beam import (BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, RRF_K, TERM_JUMP_ROWS, TERM_LEAVES, TITLE_WEIGHT,
+from c2s_core.navigation.beam import (BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, RRF_K, TERM_JUMP_ROWS, TERM_LEAVES, TITLE_WEIGHT,
                    beam_width, term_jump)
 from .hierarchy import normalise
 from .render import DocCard, doc_row, group_row
-from .layout import TERM_INDEX_FILE
-from .search_index import SearchIndex
-from .term_index import RowScores, TermIndex, best_by_leaf, best_rows, parse_term_index, row_scores
-from .text import clip, content_tokens, query_terms, sentences, sha256_hex, terms, title_match, tokens
-from .tree import Forest, Node, build_forest
+from c2s_core.layout import TERM_INDEX_FILE
+from c2s_core.search_index import SearchIndex
+from c2s_core.term_index import RowScores, TermIndex, best_by_leaf, best_rows, parse_term_index, row_scores
+from c2s_core.text import clip, content_tokens, query_terms, sentences, sha256_hex, terms, title_match, tokens
+from .forest import Forest, Node, build_forest
 
 NAVIGABILITY = "navigability"  # the manifest key
 SAMPLE_SIZE = 200  # documents probed

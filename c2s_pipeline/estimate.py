@@ -32,11 +32,11 @@ from .assets.levels import (
 from .assets.publish import ENTITY_CHARS, ENTITY_TEXTS
 from .hierarchy import cluster_count
 from .ingest import CorpusError, Document, read_corpus
-from .llm import pricing, prompts
-from .llm.base import CompileProvider, TaskRunner
-from .llm.clients import Usage
-from .llm.offline import make_card
-from .llm.schemas import (
+from c2s_core.llm import pricing, prompts
+from c2s_core.llm.base import CompileProvider, TaskRunner
+from c2s_core.llm.clients import Usage
+from c2s_core.llm.offline import make_card
+from c2s_core.llm.schemas import (
     MAX_ENTITIES,
     Card,
     ClusterInput,
@@ -47,7 +47,7 @@ from .llm.schemas import (
     SimilarPair,
 )
 from .resources import LLMResource
-from .text import clip
+from c2s_core.text import clip
 from .workspace import CorpusSpec, Workspace
 
 # Clusters re-summarised after verify-and-repartition: it depends on the model's verdicts, so an

@@ -16,7 +16,7 @@ from importlib import import_module
 from pathlib import Path
 
 import yaml
-from dagster import ExecutorDefinition, JobDefinition, in_process_executor, multiprocess_executor
+from dagster import ExecutorDefinition, in_process_executor, multiprocess_executor
 
 EXECUTOR_ENV = "C2S_EXECUTOR"
 CELERY_CONFIG_ENV = "C2S_CELERY_CONFIG"
@@ -63,11 +63,3 @@ def compile_executor(name: str | None = None) -> ExecutorDefinition:
         return _library("k8s", "dagster_k8s", "k8s_job_executor", "dagster-k8s")
     raise ExecutorChoiceError(f"{EXECUTOR_ENV}={choice!r} is not an executor; choose one of: {', '.join(CHOICES)}")
 
-
-def compile_job_def() -> JobDefinition:
-    """The code location's compile job with the executor ``$C2S_EXECUTOR`` names: a target for
-    ``reconstructable()``, which step workers (Celery, Kubernetes) rebuild the same way. Dagster
-    keeps a reconstructed job for the life of the process, so the executor is the process's."""
-    from .definitions import defs
-
-    return defs.resolve_job_def("compile_corpus").with_executor_def(compile_executor())

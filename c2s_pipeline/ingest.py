@@ -26,7 +26,7 @@ from pathlib import Path
 
 from bs4 import BeautifulSoup
 
-from .text import sha256_hex
+from c2s_core.text import sha256_hex
 
 TEXT_SUFFIXES = {".md", ".markdown", ".txt"}
 HTML_SUFFIXES = {".html", ".htm"}

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
 
-from .text import sha256_hex
+from c2s_core.text import sha256_hex
 from .workspace import CorpusSpec
 
 COMPILE_ID_TAG = "c2s/compile_id"  # ties a CLI run to the lock its process holds

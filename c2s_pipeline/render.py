@@ -14,10 +14,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .frontmatter import render_frontmatter
-from .layout import SECTION_DOCUMENTS, SECTION_EXAMPLES, SECTION_RELATED, SECTION_SEE_ALSO, SECTION_SUBGROUPS
-from .text import clip, content_tokens
-from .tree import Forest, Node
+from c2s_core.frontmatter import render_frontmatter
+from c2s_core.layout import SECTION_DOCUMENTS, SECTION_EXAMPLES, SECTION_RELATED, SECTION_SEE_ALSO, SECTION_SUBGROUPS
+from c2s_core.text import clip, content_tokens
+from .forest import Forest, Node
 
 ROW_DESCRIPTION_CHARS = 120  # keeps nav files near the method's ~2 KB
 ROW_PHRASES = 3

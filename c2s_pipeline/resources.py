@@ -5,15 +5,13 @@ Providers swap by configuration: the ``offline`` provider is the embedded defaul
 
 from __future__ import annotations
 
-import os
-
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import Field, PrivateAttr
 
 from .artifacts import CorpusArtifacts
-from .encoder import BUNDLED_MODEL, Encoder
-from .llm.base import CompileProvider
-from .llm.offline import OfflineProvider
+from c2s_core.encoder import BUNDLED_MODEL, Encoder
+from c2s_core.llm.base import CompileProvider
+from c2s_core.llm.settings import build_provider
 from .workspace import CorpusSpec, LLMSettings, Workspace, default_home
 
 
@@ -89,19 +87,8 @@ class LLMResource(ConfigurableResource):
         ``LLMError``/``ValueError`` when it is unusable (e.g. no API key). ``require_key=False``
         builds one that names the provider, model and prompt versions (cache keys, prices) but
         must not call the API: a dry run."""
-        settings = settings or self.settings()
-        if settings.provider == "offline":
-            return OfflineProvider()
-        from .llm.clients import CLIENTS, make_client
-        from .llm.remote import RemoteProvider
-
-        api_key = self.api_key or None
-        if not require_key and not api_key and not os.environ.get(CLIENTS[settings.provider].key_env):
-            api_key = "unused-by-a-dry-run"
-        client = make_client(settings.provider, settings.model or None, api_key=api_key,
-                             base_url=settings.base_url or None, timeout=self.timeout, max_retries=self.max_retries)
-        return RemoteProvider(client, card_model=settings.card_model or None, concurrency=settings.concurrency,
-                              max_cost=settings.max_cost)
+        return build_provider(settings or self.settings(), api_key=self.api_key or None, timeout=self.timeout,
+                              max_retries=self.max_retries, require_key=require_key)
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         for provider in self._providers.values():

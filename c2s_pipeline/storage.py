@@ -14,7 +14,7 @@ import mimetypes
 from pathlib import Path
 from urllib.parse import urlparse
 
-from .text import sha256_hex
+from c2s_core.text import sha256_hex
 
 KEEP_RELEASES = 3
 

@@ -9,9 +9,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .frontmatter import frontmatter_problems
-from .layout import INDEX_FILE, SECTION_DOCUMENTS, SECTION_SUBGROUPS, SKILL_FILE, SKILLS_DIR, TERM_INDEX_FILE
-from .term_index import parse_leaf_lines, parse_term_lines
+from c2s_core.frontmatter import frontmatter_problems
+from c2s_core.layout import INDEX_FILE, SECTION_DOCUMENTS, SECTION_SUBGROUPS, SKILL_FILE, SKILLS_DIR, TERM_INDEX_FILE
+from c2s_core.term_index import parse_leaf_lines, parse_term_lines
 
 NAV_FILE_WARN_BYTES = 2048
 DOC_ROW = re.compile(r"^- `([^`]+)` \*\*", re.MULTILINE)

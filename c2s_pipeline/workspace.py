@@ -16,7 +16,8 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from .cache import ItemCache
+from c2s_core.cache import ItemCache
+from c2s_core.llm.settings import LLMSettings
 from .ingest import MAX_FILE_BYTES
 
 REGISTRY_FILE = "corpora.yaml"
@@ -25,29 +26,6 @@ PARTITION_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 def default_home() -> Path:
     return Path(os.environ.get("DAGSTER_HOME") or ".c2s").resolve()
-
-
-PROVIDERS = ("offline", "anthropic", "openai")
-
-
-class LLMSettings(BaseModel):
-    """Which LLM does a corpus's compile tasks; API keys never live here (they stay in the
-    environment: ANTHROPIC_API_KEY / OPENAI_API_KEY)."""
-
-    provider: str = Field("offline", description="offline (extractive, no network) | anthropic | openai")
-    model: str = Field("", description="model for the compile tasks (anthropic default: claude-sonnet-4-6; "
-                                       "openai: required)")
-    card_model: str | None = Field(None, description="a cheaper model for the per-document cards (default: model)")
-    base_url: str | None = Field(None, description="API endpoint (default: the provider's own)")
-    concurrency: int = Field(20, ge=1, description="LLM calls in flight at once")
-    max_cost: float | None = Field(None, ge=0.0, description="US dollars one run may spend")
-
-    @field_validator("provider")
-    @classmethod
-    def _known_provider(cls, provider: str) -> str:
-        if provider not in PROVIDERS:
-            raise ValueError(f"unknown LLM provider {provider!r}; choose one of: {', '.join(PROVIDERS)}")
-        return provider
 
 
 class CorpusSpec(BaseModel):

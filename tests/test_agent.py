@@ -24,11 +24,11 @@ from c2s_agent import AnswerResult, answer
 from c2s_agent.agent import (RULES, TurnBudget, UnknownProviderError, check_citations, citations_in,
                              preloaded_context, system_prompt)
 from c2s_agent.cli import app, register
-from c2s_agent.navfile import parse_nav_file
+from c2s_core.navrows import parse_nav_file
 from c2s_agent.tools import ALL_TOOL_SCHEMAS, PAGE_CHARS, TOOL_SCHEMAS, TreeTools, parse_document
-from c2s_agent.tree import TreeError
-from c2s_pipeline.docstore import StoredDocument, write_document_store
-from c2s_pipeline.search_index import SearchIndex, write_search_index
+from c2s_core.tree import TreeError
+from c2s_core.docstore import StoredDocument, write_document_store
+from c2s_core.search_index import SearchIndex, write_search_index
 
 from .conftest import ROOT
 
@@ -341,7 +341,7 @@ def test_search_without_an_index_is_a_clear_error(tree):
 
 def test_search_index_loads_and_matches_the_flat_bm25_baseline(searchable):
     from c2s_agent.evaluation.baselines import BM25Index, Corpus
-    from c2s_agent.tree import open_tree
+    from c2s_core.tree import open_tree
 
     index = SearchIndex.load(searchable)
     flat = BM25Index(Corpus.load(open_tree(searchable)))
@@ -374,9 +374,9 @@ def test_routing_reaches_a_document_the_tree_misfiles(searchable):
 
 def test_beam_width_follows_how_far_the_best_node_stands_out(searchable):
     from c2s_agent.agent import TurnBudget
-    from c2s_agent.navfile import Group
+    from c2s_core.navrows import Group
     from c2s_agent.offline import Navigator, _Node
-    from c2s_pipeline.beam import BEAM_MAX, BEAM_MIN
+    from c2s_core.navigation.beam import BEAM_MAX, BEAM_MIN
     from c2s_agent.tools import TreeTools
 
     result = answer("refund policy", searchable)
@@ -428,7 +428,7 @@ def test_a_title_that_restates_the_question_ranks_its_document_first(tmp_path, m
     the same words among others (a title's own words against the question's, see ``title_match``)."""
     from c2s_agent import offline
     from c2s_agent.tools import TreeTools
-    from c2s_pipeline.text import terms, title_match
+    from c2s_core.text import terms, title_match
 
     root, target = _password_file_tree(tmp_path / "tree")
     question = "Where can I read about the password file?"
@@ -506,7 +506,7 @@ def measure(compiled, questions: list[dict]) -> dict:
     """Run the navigator on every question beside flat dense retrieval (same encoder, exact
     cosine over every document's card + text, the compiler's embedding text)."""
     from c2s_agent.offline import embedding_text, navigate
-    from c2s_agent.scoring import embedder
+    from c2s_core.navigation.scoring import embedder
 
     root = compiled.out
     cards = {}

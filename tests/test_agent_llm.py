@@ -17,8 +17,8 @@ from c2s_agent.agent import RULES, preloaded_context
 from c2s_agent.cli import app
 from c2s_agent.providers import CONTINUE_PROMPT, FINAL_PROMPT
 from c2s_agent.tools import TreeTools
-from c2s_pipeline.llm import pricing
-from c2s_pipeline.llm.clients import MissingAPIKeyError, RetryPolicy, Usage
+from c2s_core.llm import pricing
+from c2s_core.llm.clients import MissingAPIKeyError, RetryPolicy, Usage
 
 from .fakes.llm_servers import (FakeLLMServer, anthropic_server, openai_server,  # noqa: F401 - fixtures
                                 openai_unparsable_tool_call, rate_limited, refusal, server_error, text, tool_use,

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from c2s_pipeline.docstore import DocumentStore
-from c2s_pipeline.frontmatter import NAME_RULE, parse_frontmatter
+from c2s_core.docstore import DocumentStore
+from c2s_core.frontmatter import NAME_RULE, parse_frontmatter
 from c2s_pipeline.ingest import read_corpus
-from c2s_pipeline.term_index import MAX_LEAF_SHARE, TITLE_MARK, parse_term_index
-from c2s_pipeline.text import terms
+from c2s_core.term_index import MAX_LEAF_SHARE, TITLE_MARK, parse_term_index
+from c2s_core.text import terms
 from c2s_pipeline.validate import nav_files, primary_rows
 
 from .conftest import SAMPLE_CORPUS, WIXQA, compile_into
@@ -158,8 +158,8 @@ def test_manifest_contract(compiled):
 
 
 def test_search_index_is_written_beside_the_tree_and_loads(compiled):
-    from c2s_pipeline.layout import SEARCH_INDEX_DIR
-    from c2s_pipeline.search_index import DOCS_FILE, SearchIndex
+    from c2s_core.layout import SEARCH_INDEX_DIR
+    from c2s_core.search_index import DOCS_FILE, SearchIndex
 
     folder = compiled.out / SEARCH_INDEX_DIR
     assert (folder / DOCS_FILE).is_file() and (folder / "vocab.index.json").is_file()

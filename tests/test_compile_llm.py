@@ -19,11 +19,11 @@ from typer.testing import CliRunner
 from c2s_pipeline import progress
 from c2s_pipeline.cli import app
 from c2s_pipeline.artifacts import CorpusArtifacts
-from c2s_pipeline.cache import ItemCache
+from c2s_core.cache import ItemCache
 from c2s_pipeline.compiler import CompileError, compile_corpus
-from c2s_pipeline.llm.base import BudgetExceededError, CompileTaskError, TaskRunner
-from c2s_pipeline.llm.schemas import Card, CardInput
-from c2s_pipeline.llm import prompts
+from c2s_core.llm.base import BudgetExceededError, CompileTaskError, TaskRunner
+from c2s_core.llm.schemas import Card, CardInput
+from c2s_core.llm import prompts
 from c2s_pipeline.validate import nav_files
 from c2s_pipeline.workspace import CorpusSpec, Workspace
 from tests.fakes.compile_model import CompileModel, first_user_text, task_of
@@ -37,7 +37,7 @@ USAGE_TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_wri
 @pytest.fixture(scope="module", autouse=True)
 def shared_encoder():
     """One loaded encoder for this module's compiles (each compile would load its own)."""
-    from c2s_pipeline.encoder import Encoder
+    from c2s_core.encoder import Encoder
 
     loaded: dict = {}
     original = Encoder._load
@@ -277,7 +277,7 @@ class Outage:
 def test_a_summary_stage_failing_midway_is_retried_and_redoes_only_the_missing_items(tmp_path, server, corpus30):
     from dagster import DagsterEventType
 
-    from c2s_pipeline.llm.clients import RetryPolicy
+    from c2s_core.llm.clients import RetryPolicy
 
     outage = Outage(CompileModel(move_one=False), after=1, failures=RetryPolicy().max_attempts)
     server.handler = outage

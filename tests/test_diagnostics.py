@@ -12,10 +12,10 @@ import pytest
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance
 
 from c2s_pipeline.artifacts import CorpusArtifacts
-from c2s_pipeline.cache import ItemCache
+from c2s_core.cache import ItemCache
 from c2s_pipeline.diagnostics import NAVIGABILITY, TreeInputs, diagnose
-from c2s_pipeline.encoder import EmbedStats, Encoder, embed_with_cache
-from c2s_pipeline.text import query_terms
+from c2s_core.encoder import EmbedStats, Encoder, embed_with_cache
+from c2s_core.text import query_terms
 
 from .conftest import Compiled, compile_into
 

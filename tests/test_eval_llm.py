@@ -17,9 +17,9 @@ from c2s_agent.evaluation.judge import CONTEXT_CHARS, Judge, standard_context
 from c2s_agent.evaluation.metrics import QAItem
 from c2s_agent.evaluation.report import write_outputs
 from c2s_agent.evaluation.runner import evaluate
-from c2s_agent.tree import open_tree
-from c2s_pipeline.llm import pricing
-from c2s_pipeline.llm.clients import RetryPolicy, Usage
+from c2s_core.tree import open_tree
+from c2s_core.llm import pricing
+from c2s_core.llm.clients import RetryPolicy, Usage
 
 from .fakes.llm_servers import FakeLLMServer, json_text, openai_unparsable_tool_call, text, tool_use
 

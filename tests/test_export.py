@@ -15,7 +15,7 @@ import pytest
 import skills_ref
 
 from c2s_agent.export import (CLAUDE_SKILLS_DIR, DESCRIPTION_BUDGET, EXPORT_FILE, MAX_LINES, NOTES_FILE, export_tree)
-from c2s_pipeline.docstore import DocumentStore
+from c2s_core.docstore import DocumentStore
 
 from .fakes.trees import documents, write_tree
 from .test_cli import run

@@ -535,7 +535,7 @@ HOSTILE_TITLE = "[bold red]Alarm[/] :x: \x1b[31mred\x1b[0m \u202egnp.exe"
 
 def cli_tree(tmp_path: Path) -> Path:
     """A minimal serving tree whose one document has a title made to steer a terminal."""
-    from c2s_pipeline.docstore import StoredDocument, write_document_store
+    from c2s_core.docstore import StoredDocument, write_document_store
 
     root = tmp_path / "cli-tree"
     write(root / "skills" / "alarm" / "SKILL.md",

@@ -5,9 +5,9 @@ import pytest
 
 from c2s_pipeline import hierarchy
 from c2s_pipeline.assets.levels import apply_verdicts
-from c2s_pipeline.frontmatter import frontmatter_problems, render_frontmatter
-from c2s_pipeline.llm.schemas import Move, RepartitionVerdict
-from c2s_pipeline.tree import safe_name
+from c2s_core.frontmatter import frontmatter_problems, render_frontmatter
+from c2s_core.llm.schemas import Move, RepartitionVerdict
+from c2s_pipeline.forest import safe_name
 
 
 def blobs(centres, per, seed=0):

@@ -8,13 +8,13 @@ import math
 
 import pytest
 
-from c2s_agent.navfile import parse_nav_file
+from c2s_core.navrows import parse_nav_file
 from c2s_pipeline.assets.corpus import CARD_TEXT_CHARS, card_input, embedding_text
-from c2s_pipeline.identifiers import MAX_IDENTIFIER_CHARS, MAX_IDENTIFIERS, by_rarity, extract_identifiers
+from c2s_core.identifiers import MAX_IDENTIFIER_CHARS, MAX_IDENTIFIERS, by_rarity, extract_identifiers
 from c2s_pipeline.ingest import read_corpus
-from c2s_pipeline.llm.offline import make_card
-from c2s_pipeline.llm.remote import parse_answer
-from c2s_pipeline.llm.schemas import Card
+from c2s_core.llm.offline import make_card
+from c2s_core.llm.remote import parse_answer
+from c2s_core.llm.schemas import Card
 from c2s_pipeline.render import ROW_STYLES, DocCard, doc_row, doc_rows
 from c2s_pipeline.validate import nav_files
 

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from c2s_pipeline.llm import pricing
-from c2s_pipeline.llm.clients import (
+from c2s_core.llm import pricing
+from c2s_core.llm.clients import (
     AnthropicClient,
     LLMAPIError,
     MissingAPIKeyError,
@@ -445,7 +445,7 @@ def test_pricing_table():
 
 
 def test_an_unknown_turn_option_is_refused_before_any_request():
-    from c2s_pipeline.llm.clients import make_client
+    from c2s_core.llm.clients import make_client
 
     for provider in ("anthropic", "openai"):
         client = make_client(provider, "some-model", api_key="sk-test", base_url="http://127.0.0.1:9/")

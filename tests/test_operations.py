@@ -25,7 +25,7 @@ from dagster_aws.s3 import S3Resource
 
 from c2s_pipeline.automation import CORPUS_TAG, compile_decision, corpus_sensor, nightly_recompile
 from c2s_pipeline.compiler import CompileError, compile_corpus, reexecute_from_failure
-from c2s_pipeline.executors import compile_job_def
+from c2s_pipeline.definitions import compile_job_def
 from c2s_pipeline.locks import COMPILE_ID_TAG, compile_lock
 from c2s_pipeline.resources import WorkspaceResource
 from c2s_pipeline.workspace import CorpusSpec, LLMSettings, Workspace

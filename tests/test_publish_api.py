@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from c2s_agent.publish_api import MAX_IN_FLIGHT, default_state_path, publish
+from c2s_agent.skills_api import MAX_IN_FLIGHT, default_state_path, publish
 
 from .fakes.skills_api import FakeSkillsAPI
 from .fakes.trees import documents, write_tree

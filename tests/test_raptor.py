@@ -13,7 +13,7 @@ from c2s_agent.evaluation.metrics import mrr_at, recall_at
 from c2s_agent.evaluation.raptor import (CHUNK_TOKENS, CLUSTER_TOKEN_LIMIT, REDUCTION_DIM, THRESHOLD, TOP_K, Raptor,
                                          gmm_cluster, n_tokens, optimal_clusters, soft_memberships, split_text,
                                          split_by_tokens)
-from c2s_agent.tree import open_tree
+from c2s_core.tree import open_tree
 
 # Measured offline on the 80 WixQA dev questions: recall@5 0.898, MRR@10 0.831.
 RECALL5_FLOOR = 0.85
@@ -116,9 +116,9 @@ def test_tree_structure(built, corpus):
 
 
 def test_cached_construction_computes_nothing(built, corpus, monkeypatch):
-    from c2s_pipeline.cache import ItemCache
-    from c2s_pipeline.encoder import Encoder
-    from c2s_pipeline.llm.offline import OfflineProvider
+    from c2s_core.cache import ItemCache
+    from c2s_core.encoder import Encoder
+    from c2s_core.llm.offline import OfflineProvider
 
     raptor, stats, cache = built
     calls = Counter()

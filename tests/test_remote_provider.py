@@ -10,12 +10,12 @@ import time
 
 import pytest
 
-from c2s_pipeline.cache import ItemCache
-from c2s_pipeline.llm import prompts
-from c2s_pipeline.llm.base import TaskRunner
-from c2s_pipeline.llm.clients import AnthropicClient, OpenAIClient, RetryPolicy
-from c2s_pipeline.llm.remote import CompileTaskError, RemoteProvider, extract_json
-from c2s_pipeline.llm.schemas import (
+from c2s_core.cache import ItemCache
+from c2s_core.llm import prompts
+from c2s_core.llm.base import TaskRunner
+from c2s_core.llm.clients import AnthropicClient, OpenAIClient, RetryPolicy
+from c2s_core.llm.remote import CompileTaskError, RemoteProvider, extract_json
+from c2s_core.llm.schemas import (
     Card,
     CardInput,
     ClusterInput,

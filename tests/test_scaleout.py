@@ -17,8 +17,9 @@ import pytest
 import yaml
 from dagster import DagsterEventType, DagsterInstance, DagsterRun, RunsFilter, validate_run_config
 
-from c2s_pipeline.executors import CHOICES, ExecutorChoiceError, compile_executor, compile_job_def
-from c2s_pipeline.layout import MANIFEST_FILE
+from c2s_pipeline.definitions import compile_job_def
+from c2s_pipeline.executors import CHOICES, ExecutorChoiceError, compile_executor
+from c2s_core.layout import MANIFEST_FILE
 
 from .conftest import ROOT
 from .test_dagster import graphql

@@ -23,7 +23,7 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from c2s_pipeline.publish import publish, staged_path
+from c2s_core.atomic_publish import publish, staged_path
 
 from .conftest import ROOT
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from c2s_pipeline.term_index import (TermPostings, build_term_index, leaf_folder, leaf_name_pattern, leaf_nav_file,
+from c2s_core.term_index import (TermPostings, build_term_index, leaf_folder, leaf_name_pattern, leaf_nav_file,
                                      leaf_pattern, parse_leaf_lines, parse_term_index, parse_term_lines, row_scores,
                                      term_pattern)
 
@@ -87,7 +87,7 @@ def _body_word_tree(root, with_index: bool, decoy: bool = False):
     """Six skills of three groups of five look-alike documents; one document's body (not its
     card, which is its first sentence) names a sprocket's calibration torque. ``decoy``: the
     first skill's titles are about gearbox torque, so its rows match a question on both words."""
-    from c2s_pipeline.layout import TERM_INDEX_FILE
+    from c2s_core.layout import TERM_INDEX_FILE
 
     from .fakes.trees import documents, write_tree
 
@@ -125,7 +125,7 @@ def test_the_navigator_finds_a_document_by_words_only_its_body_holds(tmp_path):
 
 
 def test_the_blocking_check_names_a_leaf_line_or_place_that_is_no_document_row(tmp_path):
-    from c2s_pipeline.layout import TERM_INDEX_FILE
+    from c2s_core.layout import TERM_INDEX_FILE
     from c2s_pipeline.validate import check_tree
 
     from .fakes.trees import documents, write_tree
@@ -173,8 +173,8 @@ def _title_word_tree(root, with_titles: bool):
     'output' and 'format' (too common to be listed as body terms); one document is titled
     "List output format"; the first skill's fifteen are titled "Output format table N" and the
     second's "List of settings N" (their rows match the question's words fifteen times over)."""
-    from c2s_pipeline.layout import TERM_INDEX_FILE
-    from c2s_pipeline.term_index import TITLE_MARK
+    from c2s_core.layout import TERM_INDEX_FILE
+    from c2s_core.term_index import TITLE_MARK
 
     from .fakes.trees import documents, write_tree
 

@@ -12,25 +12,17 @@ import re
 import shutil
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
-from c2s_agent.navfile import parse_nav_file
-from c2s_agent.view import INDEX_HTML, VIEW_MARKER, build_view, embed_json, register
+from c2s_core.navrows import parse_nav_file
+from c2s_core.view import INDEX_HTML, VIEW_MARKER, build_view, embed_json
+from c2s_pipeline.cli import app
 
 INJECTION = "</script><img src=x onerror=alert(1)>"
 CHROMIUM_PATHS = ("/usr/lib/chromium/chromium-headless-shell", "/usr/bin/chromium-headless-shell",
                   "/usr/lib/chromium/headless_shell", "/usr/bin/chromium", "/usr/lib/chromium/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
-
-app = typer.Typer()
-register(app)
-
-
-@app.callback()
-def _root() -> None:  # keeps `view` a subcommand, as it is under `c2s`
-    pass
 
 
 def run(*args: str):

@@ -27,8 +27,8 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from c2s_pipeline.llm.clients import ChatClient, ToolCall
-from c2s_pipeline.text import QUESTION_WORDS, content_tokens
+from c2s_core.llm.clients import ChatClient, ToolCall
+from c2s_core.text import QUESTION_WORDS, content_tokens
 
 from ..agent import TurnBudget, citations_in
 from ..providers import DEFAULT_MAX_TOKENS, Session

@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from c2s_pipeline.llm.clients import ChatClient
-from c2s_pipeline.text import query_terms
+from c2s_core.llm.clients import ChatClient
+from c2s_core.text import query_terms
 
 from ..compose import compose_answer
-from ..scoring import embedder
+from c2s_core.navigation.scoring import embedder
 from ..tools import Page
 
 PROVIDERS = ("offline", "anthropic", "openai")

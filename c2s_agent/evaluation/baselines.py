@@ -1,7 +1,7 @@
 """Flat retrieval baselines over the tree's document store.
 
 - ``bm25``: bm25s over every document's full text (title + text);
-- ``dense``: the compiler's encoder (:class:`c2s_pipeline.encoder.Encoder`), exact cosine over
+- ``dense``: the compiler's encoder (:class:`c2s_core.encoder.Encoder`), exact cosine over
   every document's title + text; document vectors cached on disk (keyed by content hash);
 - ``hybrid``: reciprocal rank fusion (k=60) of the two full rankings.
 
@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..scoring import embedder, rrf
+from c2s_core.navigation.scoring import embedder, rrf
 from ..tools import PAGE_CHARS, Page
-from ..tree import Tree
+from c2s_core.tree import Tree
 from .answering import Answerer
 
 CONTEXT_DOCS = 5  # documents a baseline puts in context

@@ -20,7 +20,7 @@ def installed() -> bool:
 
 
 def model_dir() -> str:
-    from c2s_pipeline.encoder import bundled_model_dir
+    from c2s_core.encoder import bundled_model_dir
 
     path = os.environ.get(MODEL_ENV) or bundled_model_dir()
     if not os.path.isdir(path):

@@ -47,10 +47,10 @@ def eval_command(
     scores with --judge), cost, and a paired bootstrap verdict."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from c2s_pipeline.llm.clients import LLMError
+    from c2s_core.llm.clients import LLMError
 
     from ..agent import UnknownProviderError, providers
-    from ..tree import TreeError, open_tree
+    from c2s_core.tree import TreeError, open_tree
     from .answering import PROVIDERS
     from .judge import JUDGES
     from .metrics import QAError, load_qa

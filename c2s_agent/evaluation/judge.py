@@ -22,7 +22,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from c2s_pipeline.llm.clients import ChatClient, LLMError, Usage
+from c2s_core.llm.clients import ChatClient, LLMError, Usage
 
 from .baselines import CONTEXT_DOCS, Corpus
 

@@ -21,8 +21,8 @@ Different from the reference:
 - tokens are whitespace words, not tiktoken tokens;
 - chunks never cross documents (the reference splits one concatenated text), so each leaf keeps
   its ``doc_id``; sentences keep their punctuation (the reference drops the delimiters);
-- summaries come from the compiler's own provider and "summary" task (:mod:`c2s_pipeline.llm`,
-  through the caching :class:`~c2s_pipeline.llm.base.TaskRunner`) instead of the reference's
+- summaries come from the compiler's own provider and "summary" task (:mod:`c2s_core.llm`,
+  through the caching :class:`~c2s_core.llm.base.TaskRunner`) instead of the reference's
   GPT-3.5 prompt; a node's text is the summary's title and summary;
 - UMAP and the mixtures use one fixed seed (the reference seeds only the mixtures);
 - a node whose every membership probability is <= 0.1 joins its most likely cluster (the
@@ -37,7 +37,7 @@ Caching, as the compiler caches its work: the finished tree (nodes as parquet, e
 ``.npy``) is stored under ``cache_dir/raptor/<key>``, the key hashing the documents (ids, content
 and title hashes), the RAPTOR parameters, the provider's name, model and summary prompt version
 and the encoder; each summary and embedding is also stored as it is made in
-``cache_dir/raptor-items.sqlite`` (:class:`~c2s_pipeline.cache.ItemCache`), so a build that stops
+``cache_dir/raptor-items.sqlite`` (:class:`~c2s_core.cache.ItemCache`), so a build that stops
 part-way redoes only the clustering (seeded, hence the same clusters) when run again.
 """
 
@@ -59,13 +59,15 @@ from typing import Any
 
 import numpy as np
 
-from c2s_pipeline.cache import ItemCache
-from c2s_pipeline.encoder import EmbedStats, Encoder, embed_with_cache
-from c2s_pipeline.llm.base import CompileProvider, TaskRunner
-from c2s_pipeline.llm.schemas import ClusterInput, ClusterSummary, MemberExcerpt
-from c2s_pipeline.text import sentences, sha256_hex
+from c2s_core.cache import ItemCache
+from c2s_core.encoder import EmbedStats, Encoder, embed_with_cache
+from c2s_core.llm.base import CompileProvider, TaskRunner
+from c2s_core.llm.settings import LLMSettings
+from c2s_core.llm.settings import build_provider as build_llm_provider
+from c2s_core.llm.schemas import ClusterInput, ClusterSummary, MemberExcerpt
+from c2s_core.text import sentences, sha256_hex
 
-from ..scoring import embedder
+from c2s_core.navigation.scoring import embedder
 from .answering import Answerer
 from .baselines import CONTEXT_DOCS, RANK_DEPTH, Corpus, Retrieved
 
@@ -295,9 +297,8 @@ class RaptorTree:
 
 def build_provider(provider: str, model: str | None, base_url: str | None, require_key: bool = True) -> CompileProvider:
     """The compile provider exactly as ``c2s compile`` builds it."""
-    from c2s_pipeline.resources import LLMResource
-
-    return LLMResource(provider=provider, model=model or "", base_url=base_url or None).build_provider(require_key=require_key)
+    return build_llm_provider(LLMSettings(provider=provider, model=model or "", base_url=base_url or None),
+                              require_key=require_key)
 
 
 def _close(provider: CompileProvider) -> None:

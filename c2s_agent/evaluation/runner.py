@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..tree import Tree, open_tree
+from c2s_core.tree import Tree, open_tree
 from .answering import PROVIDERS, Answerer
 from .baselines import BASELINES, CONTEXT_DOCS, RANK_DEPTH, Baselines, Retrieved
 from .judge import JUDGED, JUDGES

@@ -22,8 +22,8 @@ from dagster import (
 from dagster._utils.interrupts import pop_captured_interrupt  # no public form (dagster is pinned)
 
 from ..artifacts import CorpusArtifacts
-from ..encoder import EmbedStats
-from ..llm.base import (
+from c2s_core.encoder import EmbedStats
+from c2s_core.llm.base import (
     BudgetExceededError,
     CallStats,
     CompileProvider,

@@ -8,16 +8,16 @@ from dagster import AssetExecutionContext, Failure, MetadataValue, asset
 from dagster_aws.s3 import S3Resource
 
 from ..artifacts import matrix_version, table_version
-from ..encoder import embed_with_cache
-from ..identifiers import by_rarity
+from c2s_core.encoder import embed_with_cache
+from c2s_core.identifiers import by_rarity
 from ..ingest import CorpusError, as_rows, read_corpus, source_fingerprint
-from ..llm.schemas import Card, CardInput
+from c2s_core.llm.schemas import Card, CardInput
 from ..partitions import corpus_partitions
 from ..resources import EncoderResource, LLMResource, WorkspaceResource
 from ..storage import download_prefix, is_s3, s3_fingerprint
-from ..text import sha256_hex
+from c2s_core.text import sha256_hex
 from ..workspace import CorpusSpec
-from ..publish import OutputError, check_output
+from c2s_core.atomic_publish import OutputError, check_output
 from ._stage import LLM_RETRY, SELF_DESCRIBED, Stage, markdown_table, stops_on_interrupt
 from .graph import upstream_of
 

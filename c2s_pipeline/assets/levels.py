@@ -13,9 +13,9 @@ from dagster import AssetExecutionContext, AssetsDefinition, Config, Failure, Me
 
 from .. import hierarchy, incremental
 from ..artifacts import MAX_LEVELS, REPARTITION_LEVELS, CorpusArtifacts, matrix_version, table_version
-from ..encoder import embed_with_cache
+from c2s_core.encoder import embed_with_cache
 from ..incremental import RunMode
-from ..llm.schemas import (
+from c2s_core.llm.schemas import (
     ClusterInput,
     ClusterSummary,
     MemberExcerpt,
@@ -26,7 +26,7 @@ from ..llm.schemas import (
 )
 from ..partitions import corpus_partitions
 from ..resources import EncoderResource, LLMResource, WorkspaceResource
-from ..text import clip
+from c2s_core.text import clip
 from ._stage import LLM_RETRY, Stage, markdown_table, stops_on_interrupt
 from .graph import clusters_key, repartition_key, summaries_key, upstream_of
 

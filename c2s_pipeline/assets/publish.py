@@ -25,20 +25,20 @@ from dagster_aws.s3 import S3Resource
 from .. import __version__, incremental
 from ..artifacts import MAX_LEVELS, CorpusArtifacts, table_version
 from ..diagnostics import NAVIGABILITY, TreeInputs, diagnose, navigability_metadata, soft_members
-from ..docstore import StoredDocument, write_document_store
-from ..encoder import embed_with_cache
-from ..layout import DOCUMENT_STORE_FILE, ENTITY_INDEX_FILE, MANIFEST_FILE, TERM_INDEX_FILE
-from ..llm.base import usage_sum
-from ..llm.schemas import Entities, EntitiesInput
+from c2s_core.docstore import StoredDocument, write_document_store
+from c2s_core.encoder import embed_with_cache
+from c2s_core.layout import DOCUMENT_STORE_FILE, ENTITY_INDEX_FILE, MANIFEST_FILE, TERM_INDEX_FILE
+from c2s_core.llm.base import usage_sum
+from c2s_core.llm.schemas import Entities, EntitiesInput
 from ..partitions import corpus_partitions
-from ..publish import publish, staging_dir
+from c2s_core.atomic_publish import publish, staging_dir
 from ..render import DocCard, NodeExtras, doc_stub, group_stub, render_node
 from ..resources import EncoderResource, LLMResource, WorkspaceResource
-from ..search_index import SearchIndex, write_search_index
+from c2s_core.search_index import SearchIndex, write_search_index
 from ..storage import publish_tree
-from ..term_index import TITLE_MARK, build_term_index, parse_term_index
-from ..text import clip, sha256_hex
-from ..tree import Forest, Node, build_forest
+from c2s_core.term_index import TITLE_MARK, build_term_index, parse_term_index
+from c2s_core.text import clip, sha256_hex
+from ..forest import Forest, Node, build_forest
 from ..validate import check_tree
 from ._stage import LLM_RETRY, Stage, markdown_table, stops_on_interrupt
 from .corpus import SOURCE_STATE_FILE
@@ -335,8 +335,8 @@ def _add_navigability(manifest: dict, report: dict, seconds: float, stage: Stage
 def _view(context: AssetExecutionContext, out: Path, art: CorpusArtifacts) -> dict:
     """The published tree as people look at it (``c2s view``), linked from the materialization.
     The tree is already serving, so a view that cannot be written is a warning, not a failed run."""
-    from c2s_agent.tree import TreeError
-    from c2s_agent.view import ViewError, build_view
+    from c2s_core.tree import TreeError
+    from c2s_core.view import ViewError, build_view
 
     try:
         return {"view": MetadataValue.path(str(build_view(out, art.root / "view")))}

@@ -20,7 +20,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 
-from c2s_pipeline.llm import prompts
+from c2s_core.llm import prompts
 from tests.fakes.llm_servers import Reply, Request, rate_limited, text
 
 TASKS = {prompts.CARD_SYSTEM: "card", prompts.SUMMARY_L1_SYSTEM: "summary", prompts.SUMMARY_UPPER_SYSTEM: "summary",
@@ -82,8 +82,8 @@ class CompileModel:
         return {k: total[k] for k in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")}
 
     def cost(self) -> float:
-        from c2s_pipeline.llm import pricing
-        from c2s_pipeline.llm.clients import Usage
+        from c2s_core.llm import pricing
+        from c2s_core.llm.clients import Usage
 
         return sum(pricing.cost(a.model, Usage(**a.usage)) for a in self.answers if a.usage)
 

@@ -15,11 +15,11 @@ import hashlib
 import json
 from pathlib import Path
 
-from c2s_pipeline.docstore import StoredDocument, write_document_store
-from c2s_pipeline.frontmatter import render_frontmatter
-from c2s_pipeline.layout import (SECTION_DOCUMENTS, SECTION_EXAMPLES, SECTION_RELATED, SECTION_SEE_ALSO,
+from c2s_core.docstore import StoredDocument, write_document_store
+from c2s_core.frontmatter import render_frontmatter
+from c2s_core.layout import (SECTION_DOCUMENTS, SECTION_EXAMPLES, SECTION_RELATED, SECTION_SEE_ALSO,
                                  SECTION_SUBGROUPS)
-from c2s_pipeline.publish import MARKER_FILE
+from c2s_core.atomic_publish import MARKER_FILE
 from c2s_pipeline.render import DocCard, doc_row, doc_stub
 
 

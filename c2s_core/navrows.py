@@ -10,8 +10,8 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 
-from c2s_pipeline.frontmatter import parse_frontmatter
-from c2s_pipeline.layout import (SECTION_DOCUMENTS, SECTION_EXAMPLES, SECTION_RELATED, SECTION_SEE_ALSO,
+from c2s_core.frontmatter import parse_frontmatter
+from c2s_core.layout import (SECTION_DOCUMENTS, SECTION_EXAMPLES, SECTION_RELATED, SECTION_SEE_ALSO,
                                  SECTION_SUBGROUPS)
 
 

@@ -28,7 +28,7 @@ from typing import Any, Callable, Optional
 import typer
 
 from .export import ExportError, export_tree
-from .tree import Tree, TreeError, open_tree
+from c2s_core.tree import Tree, TreeError, open_tree
 
 MAX_FILES = 200  # per upload, the API's limit
 MAX_BYTES = 30_000_000  # per upload (30 MB), the API's limit

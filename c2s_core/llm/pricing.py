@@ -1,4 +1,4 @@
-"""What an LLM call costs: a per-model price table in US dollars per million tokens.
+"""What LLM calls used (``Usage``) and what they cost: a per-model price table in US dollars per million tokens.
 
 ``Usage.input_tokens`` counts uncached input only (the Anthropic convention; the OpenAI client
 subtracts cached tokens from ``prompt_tokens``), so the four token kinds never overlap and
@@ -13,10 +13,38 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
-if TYPE_CHECKING:
-    from .clients import Usage
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens of one or more calls. ``input_tokens`` is uncached input only, so the four kinds
+    never overlap; ``total_input_tokens`` adds the cache reads and writes back."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def __add__(self, other: "Usage") -> "Usage":
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens,
+                     self.cache_read_tokens + other.cache_read_tokens, self.cache_write_tokens + other.cache_write_tokens)
+
+    def __radd__(self, other: Any) -> "Usage":
+        if other == 0:  # sum(usages)
+            return self
+        return self.__add__(other)
+
+    @property
+    def total_input_tokens(self) -> int:
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+    def as_dict(self) -> dict[str, int]:
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "cache_read_tokens": self.cache_read_tokens, "cache_write_tokens": self.cache_write_tokens}
+
 
 
 @dataclass(frozen=True)
@@ -77,7 +105,7 @@ def price_for(model: str) -> Price:
     return FREE
 
 
-def cost(model: str, usage: "Usage") -> float:
+def cost(model: str, usage: Usage) -> float:
     """US dollars for ``usage`` on ``model`` (0.0 for a model without a known price)."""
     p = price_for(model)
     return (usage.input_tokens * p.input + usage.output_tokens * p.output

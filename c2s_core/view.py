@@ -16,11 +16,9 @@ import json
 import os
 from pathlib import Path
 
-import typer
+from .layout import ENTITY_INDEX_FILE
 
-from c2s_pipeline.layout import ENTITY_INDEX_FILE
-
-from .navfile import parse_nav_file
+from .navrows import parse_nav_file
 from .tree import Tree, TreeError
 
 INDEX_HTML = "index.html"
@@ -544,24 +542,3 @@ _JS = r"""
 })();
 """
 
-
-# -- command line ----------------------------------------------------------------------------------
-
-def view(
-    tree: Path = typer.Argument(..., help="compiled tree (the --out of c2s compile)"),
-    out: Path = typer.Option(..., "--out", help="folder for the page (new, empty, or a previous view)"),
-) -> None:
-    """Write a static HTML view of TREE (outline, treemap, summaries, entities, title search) that
-    opens from disk with no server; prints the path of its index.html."""
-    from .cli import _fail
-
-    try:
-        index = build_view(tree, out)
-    except (TreeError, ViewError) as e:
-        _fail(str(e))
-    typer.echo(str(index))
-
-
-def register(target: typer.Typer) -> None:
-    """Add ``view`` to ``target`` (e.g. the ``c2s`` app)."""
-    target.command("view")(view)

@@ -55,11 +55,11 @@ def rrf(*score_lists: Sequence[float], k: float = 60.0, weights: Sequence[float]
 
 
 class Embedder:
-    """The compiler's encoder (``c2s_pipeline.encoder.Encoder``), memoising vectors by text, so
+    """The compiler's encoder (``c2s_core.encoder.Encoder``), memoising vectors by text, so
     rows and cards seen by earlier questions cost nothing the next time."""
 
     def __init__(self, max_items: int = 50_000, threads: int | None = 1):
-        from c2s_pipeline.encoder import Encoder
+        from c2s_core.encoder import Encoder
 
         self.encoder = Encoder()
         self.max_items = max_items

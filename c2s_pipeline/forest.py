@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass, field
 
 from .artifacts import CorpusArtifacts
-from .layout import INDEX_FILE, SKILL_FILE, SKILLS_DIR
-from .text import slugify
+from c2s_core.layout import INDEX_FILE, SKILL_FILE, SKILLS_DIR
+from c2s_core.text import slugify
 
 MAX_NAME = 50
 _RESERVED = re.compile(r"anthropic|claude")  # words Agent Skills names may not contain

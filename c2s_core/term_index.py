@@ -10,7 +10,7 @@ per distinctive body term:
     =TERM DOCS LEAF:ROW,ROW LEAF:ROW ...
 
 ``LEAF`` is a number naming a leaf, and its ``@LEAF`` line gives the leaf's folder below
-``skills/``. ``TERM`` is a stemmed content term (:func:`c2s_pipeline.text.terms`, as questions
+``skills/``. ``TERM`` is a stemmed content term (:func:`c2s_core.text.terms`, as questions
 are matched), ``DOCS`` how many documents use it, and each ``LEAF:ROWS`` a leaf with the rows of
 its ``## Documents`` section (1-based) whose documents use the term; leaves with the most rows
 first. A ``=TERM`` line lists, the same way, the rows whose *titles* use the term. So a navigator

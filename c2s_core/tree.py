@@ -10,9 +10,9 @@ from pathlib import Path
 
 import yaml
 
-from c2s_pipeline.docstore import DocumentStore
-from c2s_pipeline.frontmatter import parse_frontmatter
-from c2s_pipeline.layout import DOCUMENT_STORE_FILE, MANIFEST_FILE, SKILL_FILE, SKILLS_DIR
+from c2s_core.docstore import DocumentStore
+from c2s_core.frontmatter import parse_frontmatter
+from c2s_core.layout import DOCUMENT_STORE_FILE, MANIFEST_FILE, SKILL_FILE, SKILLS_DIR
 
 
 class TreeError(ValueError):
@@ -29,7 +29,7 @@ class Skill:
 
 
 class Tree:
-    """Read-only view of a compiled tree (see ``c2s_pipeline.layout``); thread-safe."""
+    """Read-only view of a compiled tree (see ``c2s_core.layout``); thread-safe."""
 
     def __init__(self, root: str | os.PathLike[str]):
         self.root = Path(root).expanduser().resolve()

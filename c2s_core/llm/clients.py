@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence, TypedDict, Union, Unpack
 
 from . import pricing
+from .pricing import Usage
 
 log = logging.getLogger("c2s.llm")
 
@@ -51,36 +52,6 @@ CACHE_CONTROL = {"type": "ephemeral"}
 
 
 # -- results ---------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Usage:
-    """Tokens of one or more calls. ``input_tokens`` is uncached input only, so the four kinds
-    never overlap; ``total_input_tokens`` adds the cache reads and writes back."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-
-    def __add__(self, other: "Usage") -> "Usage":
-        if not isinstance(other, Usage):
-            return NotImplemented
-        return Usage(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens,
-                     self.cache_read_tokens + other.cache_read_tokens, self.cache_write_tokens + other.cache_write_tokens)
-
-    def __radd__(self, other: Any) -> "Usage":
-        if other == 0:  # sum(usages)
-            return self
-        return self.__add__(other)
-
-    @property
-    def total_input_tokens(self) -> int:
-        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
-
-    def as_dict(self) -> dict[str, int]:
-        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                "cache_read_tokens": self.cache_read_tokens, "cache_write_tokens": self.cache_write_tokens}
-
-
 @dataclass(frozen=True)
 class ToolCall:
     id: str
