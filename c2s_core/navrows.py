@@ -1,4 +1,4 @@
-"""Parsing SKILL.md / INDEX.md text (the format ``c2s_pipeline.render`` writes) into rows.
+"""Nav-file rows, written and parsed in one place: the row formats of SKILL.md / INDEX.md.
 
 Parsing is tolerant: an unexpected line is skipped, never an error, so a navigator keeps
 working on trees rendered by a slightly different compiler version.
@@ -9,11 +9,111 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from c2s_core.frontmatter import parse_frontmatter
-from c2s_core.layout import (SECTION_DOCUMENTS, SECTION_EXAMPLES, SECTION_RELATED, SECTION_SEE_ALSO,
-                                 SECTION_SUBGROUPS)
+from .frontmatter import parse_frontmatter
+from .layout import SECTION_DOCUMENTS, SECTION_EXAMPLES, SECTION_RELATED, SECTION_SEE_ALSO, SECTION_SUBGROUPS
+from .text import clip, content_tokens
 
+
+# -- writing rows ----------------------------------------------------------------------------------
+# A document row: ``- `doc_id` **title** — one-line · `identifier` `identifier` _(phrase; phrase)_``.
+# Nothing on a row repeats what its title or one-line already say; ROW_STYLES are ever leaner forms
+# (fewer phrases, then a shorter one-line, then fewer identifiers) for crowded leaves.
+
+ROW_DESCRIPTION_CHARS = 120  # keeps nav files near the method's ~2 KB
+ROW_PHRASES = 3
+ROW_IDENTIFIERS = 4
+IDENTIFIERS_MARK = " · "
+
+
+@dataclass(frozen=True)
+class RowStyle:
+    one_line: int  # characters of the one-line shown
+    phrases: int
+    identifiers: int
+
+
+# Richest first; a leaf takes the first whose rows fit. Identifiers go last: they are the exact
+# strings a question types, where phrases and a long one-line mostly echo the title.
+ROW_STYLES = (RowStyle(ROW_DESCRIPTION_CHARS, ROW_PHRASES, ROW_IDENTIFIERS), RowStyle(100, 2, 4),
+              RowStyle(80, 1, 4), RowStyle(64, 0, 4), RowStyle(48, 0, 3), RowStyle(0, 0, 3), RowStyle(0, 0, 2))
+
+
+@dataclass(frozen=True)
+class DocCard:
+    doc_id: str
+    title: str
+    one_line: str
+    phrases: list[str]
+    identifiers: list[str] = field(default_factory=list)
+
+
+class GroupNode(Protocol):
+    """What a sub-group row and a group stub show of a node."""
+
+    name: str
+    title: str
+    description: str
+    size: int
+    nav_file: str
+
+
+def doc_row(card: DocCard, style: RowStyle = ROW_STYLES[0]) -> str:
+    # A one-line that only restates the title ("bind - bind a name to a socket") is left out.
+    restates = set(content_tokens(card.one_line)) <= set(content_tokens(card.title))
+    one_line = "" if restates or not style.one_line else clip(card.one_line, style.one_line)
+    shown = f"{card.title} {one_line}".lower()
+    identifiers = [i for i in card.identifiers if i.lower() not in shown][:style.identifiers]
+    said = set(content_tokens(" ".join([shown, *identifiers])))
+    # With identifiers on the row, one phrase fewer; a phrase whose words are all said already, none.
+    room = style.phrases - 1 if identifiers else style.phrases
+    phrases = [p for p in card.phrases if not set(content_tokens(p)) <= said][:max(room, 0)]
+    rest = one_line
+    if identifiers:
+        codes = " ".join(f"`{i}`" for i in identifiers)
+        rest = f"{rest}{IDENTIFIERS_MARK}{codes}" if rest else codes
+    if phrases:
+        rest = f"{rest} _({'; '.join(phrases)})_".lstrip()
+    return f"- `{card.doc_id}` **{card.title}**" + (f" — {rest}" if rest else "")
+
+
+def doc_rows(cards: list[DocCard], room: int) -> list[str]:
+    """The richest rows that fit in ``room`` bytes (the leanest when none do)."""
+    for style in ROW_STYLES:
+        rows = [doc_row(card, style) for card in cards]
+        if sum(len(r.encode()) + 1 for r in rows) <= room:
+            break
+    return rows
+
+
+_RESTATED_HEAD = re.compile(r"^(?P<head>[^:;]{1,120}): (?:\d+ (?:documents?|topics?|sub-groups?) on )?")
+
+
+def group_row(child: GroupNode) -> str:
+    """A sub-group's row: its description without a head restating its name and size, which
+    the row shows already."""
+    description = clip(child.description, ROW_DESCRIPTION_CHARS)
+    m = _RESTATED_HEAD.match(description)
+    if m and set(content_tokens(m["head"])) <= set(content_tokens(f"{child.name.replace('-', ' ')} {child.title}")):
+        description = description[m.end():] or description
+    return f"- [{child.name}]({child.name}/INDEX.md) ({child.size} docs) — {description}"
+
+
+def doc_stub(card: DocCard, canonical: str) -> str:
+    return f"- @see `{card.doc_id}` **{card.title}** → `{canonical}`"
+
+
+def group_stub(node: GroupNode) -> str:
+    return f"- @see [{node.name}] {clip(node.title, 80)} → `{node.nav_file}`"
+
+
+def example_row(card: DocCard, with_one_line: bool = True) -> str:
+    """A row of a node's example documents: the title, and its one-line where there is room."""
+    return f"- `{card.doc_id}` **{card.title}**" + (f" — {clip(card.one_line, 120)}" if with_one_line else "")
+
+
+# -- parsing rows ----------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Group:

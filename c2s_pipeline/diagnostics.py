@@ -59,7 +59,7 @@ from .artifacts import CorpusArtifacts
 from c2s_core.navigation.beam import (BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, RRF_K, TERM_JUMP_ROWS, TERM_LEAVES, TITLE_WEIGHT,
                    beam_width, term_jump)
 from .hierarchy import normalise
-from .render import DocCard, doc_row, group_row
+from c2s_core.navrows import DocCard, doc_row, group_row
 from c2s_core.layout import TERM_INDEX_FILE
 from c2s_core.search_index import SearchIndex
 from c2s_core.term_index import RowScores, TermIndex, best_by_leaf, best_rows, parse_term_index, row_scores

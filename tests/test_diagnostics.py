@@ -151,7 +151,7 @@ def test_only_body_sentences_naming_a_detail_are_posed():
     """A body sentence of words most documents use ("The default value is off") is said by many
     documents and has no single gold; one that carries rare terms (option names) is posed."""
     from c2s_pipeline.diagnostics import _questions
-    from c2s_pipeline.render import DocCard
+    from c2s_core.navrows import DocCard
 
     docs = 60
     ids = [f"doc-{i}" for i in range(docs)]

@@ -15,7 +15,7 @@ from c2s_pipeline.ingest import read_corpus
 from c2s_core.llm.offline import make_card
 from c2s_core.llm.remote import parse_answer
 from c2s_core.llm.schemas import Card
-from c2s_pipeline.render import ROW_STYLES, DocCard, doc_row, doc_rows
+from c2s_core.navrows import ROW_STYLES, DocCard, doc_row, doc_rows
 from c2s_pipeline.validate import nav_files
 
 FILLER = "The service keeps a copy of every database in a safe place and restores it on request. "
@@ -154,7 +154,7 @@ def test_identifiers_from_document_bodies_show_on_their_leaf_rows(sample_tree):
 def test_rows_leave_out_what_their_title_already_says():
     from types import SimpleNamespace
 
-    from c2s_pipeline.render import group_row
+    from c2s_core.navrows import group_row
 
     card = DocCard("man2/bind.2", "bind(2) — bind a name to a socket", "bind - bind a name to a socket",
                    ["socket", "addr"], ["SO_REUSEADDR"])

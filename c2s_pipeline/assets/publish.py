@@ -32,7 +32,8 @@ from c2s_core.llm.base import usage_sum
 from c2s_core.llm.schemas import Entities, EntitiesInput
 from ..partitions import corpus_partitions
 from c2s_core.atomic_publish import publish, staging_dir
-from ..render import DocCard, NodeExtras, doc_stub, group_stub, render_node
+from c2s_core.navrows import DocCard, doc_stub, group_stub
+from ..render import NodeExtras, render_node
 from ..resources import EncoderResource, LLMResource, WorkspaceResource
 from c2s_core.search_index import SearchIndex, write_search_index
 from ..storage import publish_tree

@@ -20,7 +20,7 @@ from c2s_core.frontmatter import render_frontmatter
 from c2s_core.layout import (SECTION_DOCUMENTS, SECTION_EXAMPLES, SECTION_RELATED, SECTION_SEE_ALSO,
                                  SECTION_SUBGROUPS)
 from c2s_core.atomic_publish import MARKER_FILE
-from c2s_pipeline.render import DocCard, doc_row, doc_stub
+from c2s_core.navrows import DocCard, doc_row, doc_stub
 
 
 def documents(n: int, prefix: str = "doc", size: int = 200) -> dict[str, tuple[str, str]]:
