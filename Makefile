@@ -1,12 +1,12 @@
 # Two commands take a fresh machine to a running demo and to passing tests:
 #   make demo    venv + install, compile the bundled sample corpus offline, answer a question
-#   make test    venv + install, run the test suite
+#   make test    venv + install, check the package layering (make lint), run the test suite
 VENV ?= .venv
 PY := $(VENV)/bin/python
 HOME_DIR := $(CURDIR)/.c2s
 SAMPLE_QUESTION ?= How do I connect a custom domain to my booking site?
 
-.PHONY: install demo test dev clean
+.PHONY: install demo lint test dev clean
 
 install: $(VENV)/.installed
 
@@ -19,7 +19,12 @@ demo: install
 	DAGSTER_HOME=$(HOME_DIR) $(VENV)/bin/c2s compile c2s_pipeline/sample_corpus --corpus sample --out out/sample
 	$(VENV)/bin/c2s ask --tree out/sample "$(SAMPLE_QUESTION)"
 
-test: install
+# The layering of the packages ([tool.importlinter] in pyproject.toml): c2s_cli on top of
+# c2s_pipeline | c2s_agent (independent) on top of c2s_core, and no import circles.
+lint: install
+	$(VENV)/bin/lint-imports
+
+test: install lint
 	$(VENV)/bin/pytest -q
 
 # The same asset graph in the Dagster UI (http://127.0.0.1:3000), sharing c2s compile's instance.

@@ -72,7 +72,7 @@ def compile_tree(corpus: Path, name: str, cache: Path, recompile: bool) -> tuple
     home = cache / "home"
     home.mkdir(parents=True, exist_ok=True)
     logfile = cache / f"compile-{name}.log"
-    cmd = [sys.executable, "-m", "c2s_pipeline.cli", "compile", str(corpus), "--corpus", name, "--out", str(tree)]
+    cmd = [sys.executable, "-m", "c2s_cli", "compile", str(corpus), "--corpus", name, "--out", str(tree)]
     log(f"{name}: compiling {corpus} (log: {logfile})")
     start = time.perf_counter()
     with logfile.open("w", encoding="utf-8") as fh:

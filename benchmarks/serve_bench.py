@@ -175,7 +175,7 @@ def start_server(tree: Path, token: str, ask_concurrency: int | None = None):
     import re
     import subprocess
 
-    proc = subprocess.Popen([sys.executable, "-m", "c2s_agent.serve", "--tree", str(tree), "--transport", "http",
+    proc = subprocess.Popen([sys.executable, "-m", "c2s_cli", "serve", "--tree", str(tree), "--transport", "http",
                              "--host", "127.0.0.1", "--port", "0"]
                             + (["--ask-concurrency", str(ask_concurrency)] if ask_concurrency else []), cwd=ROOT, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "C2S_SERVE_TOKEN": token})

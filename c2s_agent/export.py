@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional
 from urllib.parse import quote, unquote
 
-import typer
 import yaml
 
 from c2s_core.docstore import DocumentStore
@@ -37,7 +36,7 @@ from c2s_core.atomic_publish import swap_in
 from c2s_core.layout import (INDEX_FILE, SECTION_DOCUMENTS, SECTION_EXAMPLES, SECTION_RELATED, SECTION_SEE_ALSO,
                                  SECTION_SUBGROUPS, SKILL_FILE, SKILLS_DIR)
 
-from c2s_core.tree import Tree, TreeError, open_tree
+from c2s_core.tree import Tree, open_tree
 
 FORMATS = ("claude-code", "agent-skills")
 EXPORT_FILE = "c2s-export.json"
@@ -716,72 +715,3 @@ def _check_limits(part: ExportedSkill, max_files: int | None, max_bytes: int | N
     if (max_files is not None and len(part.files) > max_files) or (max_bytes is not None and part.bytes > max_bytes):
         raise ExportError(f"skill folder {part.name} has {len(part.files)} files, {part.bytes:,} bytes: over the "
                           f"limits ({max_files} files, {max_bytes} bytes)")  # a planning bug, never expected
-
-
-# -- command line ----------------------------------------------------------------------------------
-
-export_app = typer.Typer(help="Export a compiled tree as Agent Skills for a client that reads files.",
-                         no_args_is_help=True, add_completion=False)
-
-
-def _run(tree: Path, to: Path, fmt: str, budget: int, as_json: bool) -> None:
-    from .cli import _fail, escape, out
-
-    try:
-        result = export_tree(tree, to, fmt, description_budget=budget or None)
-    except (ExportError, TreeError) as e:
-        _fail(str(e))
-    except OSError as e:
-        _fail(f"cannot write the export to {to}: {e.strerror or e}")
-    if as_json:
-        typer.echo(json.dumps(result.to_json(), indent=1, ensure_ascii=False))
-        return
-    main = [s for s in result.skills if s.part == 1]
-    where = result.skills_root
-    out.print(f"exported {len(main)} skills, {len(result.documents)} documents ({result.format}) to "
-              f"{escape(str(where))}")
-    for note in result.notes:
-        out.print(f"[yellow]note:[/] {escape(note)}")
-    if result.notes:
-        out.print(f"[dim]notes also in {escape(str(result.root / NOTES_FILE))}[/]")
-    if result.format == "claude-code":
-        out.print(f"[dim]use: cd {escape(str(result.root))} && claude   (or copy the skill folders into "
-                  f"~/.claude/skills/)[/]")
-
-
-TO_HELP = "export folder: absent, empty or an earlier export (replaced whole)"
-BUDGET_HELP = "characters for all skill names and descriptions together (0: no limit)"
-
-
-@export_app.command("claude-code")
-def claude_code_command(
-    tree: Path = typer.Argument(..., help="compiled tree (the --out of c2s compile)"),
-    to: Path = typer.Option(..., "--to", help=TO_HELP),
-    fmt: str = typer.Option("claude-code", "--format", help="claude-code (DIR/.claude/skills/<skill>/) or "
-                                                            "agent-skills (DIR/<skill>/)"),
-    budget: int = typer.Option(DESCRIPTION_BUDGET, "--description-budget", min=0, help=BUDGET_HELP),
-    as_json: bool = typer.Option(False, "--json", help="print what was exported as JSON"),
-) -> None:
-    """Export TREE for Claude Code, as DIR/.claude/skills/<skill>/.
-
-    Each skill folder holds its SKILL.md, nested INDEX.md files and every document as a file under docs/;
-    open DIR in Claude Code, or copy the skill folders to ~/.claude/skills/."""
-    _run(tree, to, fmt, budget, as_json)
-
-
-@export_app.command("agent-skills")
-def agent_skills_command(
-    tree: Path = typer.Argument(..., help="compiled tree (the --out of c2s compile)"),
-    to: Path = typer.Option(..., "--to", help=TO_HELP),
-    budget: int = typer.Option(DESCRIPTION_BUDGET, "--description-budget", min=0, help=BUDGET_HELP),
-    as_json: bool = typer.Option(False, "--json", help="print what was exported as JSON"),
-) -> None:
-    """Export TREE in the plain Agent Skills layout, as DIR/<skill>/.
-
-    Each skill folder holds its SKILL.md, nested INDEX.md files and every document as a file under docs/."""
-    _run(tree, to, "agent-skills", budget, as_json)
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``export claude-code`` and ``export agent-skills`` to ``app`` (e.g. the ``c2s`` app)."""
-    app.add_typer(export_app, name="export")

@@ -25,10 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-import typer
 
 from .export import ExportError, export_tree
-from c2s_core.tree import Tree, TreeError, open_tree
+from c2s_core.tree import Tree, open_tree
 
 MAX_FILES = 200  # per upload, the API's limit
 MAX_BYTES = 30_000_000  # per upload (30 MB), the API's limit
@@ -339,56 +338,3 @@ def _run(api: SkillsAPI, actions: list[Action], state: State, report: PublishRep
         real = [f for f in failures if not f.startswith("not attempted")]
         more = f" (and {len(failures) - 1} more failed or not attempted)" if len(failures) > 1 else ""
         raise PublishError((real or failures)[0] + more + f"; {len(report.done)} completed, rerun to finish")
-
-
-# -- command line ----------------------------------------------------------------------------------
-
-publish_app = typer.Typer(help="Publish a compiled tree to an agent platform.", no_args_is_help=True,
-                          add_completion=False)
-
-
-@publish_app.command("skills-api")
-def skills_api_command(
-    tree: Path = typer.Argument(..., help="compiled tree (the --out of c2s compile)"),
-    prune: bool = typer.Option(False, "--prune", help="delete this corpus's skills that are no longer in the tree"),
-    dry_run: bool = typer.Option(False, "--dry-run", help="print the plan from the local state; call nothing"),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="API endpoint (default: $ANTHROPIC_BASE_URL, "
-                                                                    "else https://api.anthropic.com)"),
-    state_file: Optional[Path] = typer.Option(None, "--state", help="state file (default: .<tree>.skills-api.json "
-                                                                    "beside the tree)"),
-) -> None:
-    """Upload each top-level skill of TREE to the Anthropic Skills API.
-
-    New skills are created, changed ones get a new version, unchanged ones are left alone; the key comes
-    from $ANTHROPIC_API_KEY."""
-    from .cli import _fail, escape, out
-
-    def show_plan(report: PublishReport) -> None:
-        for note in report.notes:
-            out.print(f"[yellow]note:[/] {escape(note)}")
-        title = "plan (dry run: from the local state, the API was not asked)" if report.dry_run else "plan"
-        out.print(f"{title}: {escape(report.base_url)}, corpus {escape(report.corpus)}")
-        for a in report.actions:
-            size = f" ({len(a.local.files)} files, {a.local.bytes:,} B)" if a.local else ""
-            out.print(f"  {a.kind:<11} {escape(a.folder)}{size}"
-                      + (f" [dim]— {escape(a.reason)}[/]" if a.reason else ""))
-
-    def show_done(a: Action) -> None:
-        out.print(f"  [green]done[/] {a.kind} {escape(a.folder)}")
-
-    try:
-        report = publish(tree, base_url=base_url, prune=prune, dry_run=dry_run, state_path=state_file,
-                         on_plan=show_plan, on_done=show_done)
-    except (PublishError, TreeError) as e:
-        _fail(str(e), 1)
-    except OSError as e:
-        _fail(f"cannot publish {tree}: {e.strerror or e}", 1)
-    counts = report.counts()
-    summary = ", ".join(f"{counts[k]} {k}" for k in ("create", "new version", "unchanged", "delete", "stale")
-                        if counts.get(k)) or "nothing to publish"
-    out.print(("would: " if report.dry_run else "published: ") + summary)
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``publish skills-api`` to ``app`` (e.g. the ``c2s`` app)."""
-    app.add_typer(publish_app, name="publish")

@@ -23,7 +23,8 @@ from typer.testing import CliRunner
 from c2s_agent import AnswerResult, answer
 from c2s_agent.agent import (RULES, TurnBudget, UnknownProviderError, check_citations, citations_in,
                              preloaded_context, system_prompt)
-from c2s_agent.cli import app, register
+from c2s_cli.ask import register
+from c2s_cli.main import app
 from c2s_core.navrows import parse_nav_file
 from c2s_agent.tools import ALL_TOOL_SCHEMAS, PAGE_CHARS, TOOL_SCHEMAS, TreeTools, parse_document
 from c2s_core.tree import TreeError

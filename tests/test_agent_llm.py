@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from c2s_agent import answer
 from c2s_agent.agent import RULES, preloaded_context
-from c2s_agent.cli import app
+from c2s_cli.main import app
 from c2s_agent.providers import CONTINUE_PROMPT, FINAL_PROMPT
 from c2s_agent.tools import TreeTools
 from c2s_core.llm import pricing

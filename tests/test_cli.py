@@ -5,7 +5,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from c2s_pipeline.cli import app
+from c2s_cli.main import app
 
 runner = CliRunner()
 

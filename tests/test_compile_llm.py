@@ -17,7 +17,7 @@ from dagster import AssetKey, DagsterInstance
 from typer.testing import CliRunner
 
 from c2s_pipeline import progress
-from c2s_pipeline.cli import app
+from c2s_cli.main import app
 from c2s_pipeline.artifacts import CorpusArtifacts
 from c2s_core.cache import ItemCache
 from c2s_pipeline.compiler import CompileError, compile_corpus

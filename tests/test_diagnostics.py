@@ -187,7 +187,7 @@ def test_a_degenerate_corpus_reads_worse_than_the_sample_corpus(sample_tree, ech
 
 
 def summary_text(manifest: dict, out: Path, capsys) -> str:
-    from c2s_pipeline.cli import print_summary
+    from c2s_cli.compile import print_summary
 
     print_summary(manifest, out)
     captured = capsys.readouterr()

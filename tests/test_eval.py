@@ -126,7 +126,7 @@ def test_methods_parsing():
 def _app():
     import typer
 
-    from c2s_agent.evaluation.cli import register
+    from c2s_cli.eval import register
 
     app = typer.Typer()
 

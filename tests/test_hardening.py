@@ -552,7 +552,7 @@ def test_ask_prints_document_text_literally(tmp_path, monkeypatch):
 
     from c2s_agent import agent
     from c2s_agent.agent import Reply
-    from c2s_agent.cli import app
+    from c2s_cli.main import app
 
     def provider(question, tools, budget, system, **opts):
         tools.get_document("alarm-1")
@@ -573,7 +573,7 @@ def test_ask_prints_document_text_literally(tmp_path, monkeypatch):
 def test_shell_exit_status_follows_the_command(tmp_path):
     from typer.testing import CliRunner
 
-    from c2s_agent.cli import app
+    from c2s_cli.main import app
 
     tree = str(cli_tree(tmp_path))
     runner = CliRunner()
@@ -603,7 +603,7 @@ def small_corpus(folder: Path, n: int = 12) -> Path:
 def cli_compile(home: Path, *args: str):
     from typer.testing import CliRunner
 
-    from c2s_pipeline.cli import app
+    from c2s_cli.main import app
 
     return CliRunner().invoke(app, ["compile", *args], env={"DAGSTER_HOME": str(home)})
 

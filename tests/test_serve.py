@@ -142,7 +142,7 @@ def test_resources_read_tree_files_with_the_sandbox_rules(server, tree):
 
 def test_ask_gives_the_answer_of_answer_and_c2s_ask(server, tree):
     from c2s_agent.agent import answer
-    from c2s_agent.cli import app
+    from c2s_cli.main import app
 
     async def main():
         async with Client(server) as client:
@@ -162,7 +162,7 @@ def test_ask_gives_the_answer_of_answer_and_c2s_ask(server, tree):
 
 
 def test_stdio(tree):
-    params = StdioServerParameters(command=sys.executable, args=["-m", "c2s_agent.serve", "--tree", str(tree)],
+    params = StdioServerParameters(command=sys.executable, args=["-m", "c2s_cli", "serve", "--tree", str(tree)],
                                    cwd=str(ROOT), env={"HF_HUB_OFFLINE": "1"})
 
     async def main():
@@ -184,7 +184,7 @@ def test_stdio(tree):
 def http_server(tree):
     """``c2s serve --transport http`` with a token, on a free port of 127.0.0.1."""
     token = "t0ken-for-tests"
-    proc = subprocess.Popen([sys.executable, "-m", "c2s_agent.serve", "--tree", str(tree), "--transport", "http",
+    proc = subprocess.Popen([sys.executable, "-m", "c2s_cli", "serve", "--tree", str(tree), "--transport", "http",
                              "--port", "0"], cwd=ROOT, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "C2S_SERVE_TOKEN": token})
     try:
@@ -304,7 +304,7 @@ def test_a_call_keeps_its_version_and_a_broken_publish_is_not_served(sample_tree
 def test_serve_command(tree):
     import typer
 
-    from c2s_agent.serve import register
+    from c2s_cli.serve import register
 
     app = typer.Typer()
     register(app)

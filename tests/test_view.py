@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from c2s_core.navrows import parse_nav_file
 from c2s_core.view import INDEX_HTML, VIEW_MARKER, build_view, embed_json
-from c2s_pipeline.cli import app
+from c2s_cli.main import app
 
 INJECTION = "</script><img src=x onerror=alert(1)>"
 CHROMIUM_PATHS = ("/usr/lib/chromium/chromium-headless-shell", "/usr/bin/chromium-headless-shell",

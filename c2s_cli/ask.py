@@ -1,52 +1,23 @@
-"""Command line for serving a compiled tree: ``ask`` a question, or run a ``shell`` command line
-in the agent's sandbox. :func:`register` adds both commands to another typer app (``c2s``)."""
+"""``c2s ask`` a question of a compiled tree, or run a ``c2s shell`` command line in the agent's
+sandbox over it."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import typer
-from rich.console import Console
-from rich.markup import escape as _escape_markup
 
-app = typer.Typer(help="Ask questions of a compiled c2s tree.", no_args_is_help=True, add_completion=False)
-# Titles, answers and ids come from documents: no :emoji: codes, markup only where escaped.
-out = Console(highlight=False, soft_wrap=True, emoji=False)  # no hard breaks inside ids and paths
-err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
-
-# Characters that steer a terminal rather than print: C0/C1 controls (ANSI escapes, carriage
-# returns that overwrite a line) and bidirectional overrides that reorder what is shown.
-_UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def printable(text: str) -> str:
-    """``text`` with terminal control characters shown as escapes (\\x1b), newlines and tabs kept."""
-    return _UNPRINTABLE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                            else f"\\u{ord(m.group()):04x}", text)
-
-
-def escape(text: str) -> str:
-    """Document-derived text for Rich: printed literally, markup and control characters inert."""
-    return _escape_markup(printable(text))
-
-
-TREE_HELP = "compiled tree (the --out of c2s compile)"
-
-
-def _fail(message: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {escape(message)}")
-    raise typer.Exit(code)
+from .console import TREE_HELP, escape, fail, out, printable
 
 
 def _tools(tree: Path):
-    from .tools import TreeTools
+    from c2s_agent.tools import TreeTools
     from c2s_core.tree import TreeError
 
     try:
         return TreeTools(tree)
     except TreeError as e:
-        _fail(str(e))
+        fail(str(e))
 
 
 def ask(
@@ -61,20 +32,19 @@ def ask(
     as_json: bool = typer.Option(False, "--json", help="print the full result (answer, citations, trace) as JSON"),
 ) -> None:
     """Answer QUESTION by navigating the tree; prints the answer, its sources and the path taken."""
+    from c2s_agent.agent import UnknownProviderError, answer
     from c2s_core.llm.clients import LLMError
-
-    from .agent import UnknownProviderError, answer
 
     tools = _tools(tree)
     if not question.strip():
-        _fail("the question is empty")
+        fail("the question is empty")
     opts = {k: v for k, v in (("model", model), ("base_url", base_url)) if v}
     if opts and provider == "offline":
-        _fail("--model and --base-url are for an LLM provider (--provider anthropic or openai)")
+        fail("--model and --base-url are for an LLM provider (--provider anthropic or openai)")
     try:
         result = answer(question, tools, provider=provider, max_turns=max_turns, **opts)
     except (UnknownProviderError, LLMError) as e:
-        _fail(str(e))
+        fail(str(e))
     if as_json:
         typer.echo(result.to_json())
         return
@@ -109,32 +79,7 @@ def shell(
         raise typer.Exit(tools.sandbox.last_status)
 
 
-# -- command line ----------------------------------------------------------------------------------
-
-def view(
-    tree: Path = typer.Argument(..., help="compiled tree (the --out of c2s compile)"),
-    out: Path = typer.Option(..., "--out", help="folder for the page (new, empty, or a previous view)"),
-) -> None:
-    """Write a static HTML view of TREE (outline, treemap, summaries, entities, title search) that
-    opens from disk with no server; prints the path of its index.html."""
-    from c2s_core.tree import TreeError
-    from c2s_core.view import ViewError, build_view
-
-    try:
-        index = build_view(tree, out)
-    except (TreeError, ViewError) as e:
-        _fail(str(e))
-    typer.echo(str(index))
-
-
-def register(target: typer.Typer) -> None:
-    """Add ``ask``, ``shell`` and ``view`` to ``target`` (e.g. the ``c2s`` app)."""
-    target.command("ask")(ask)
-    target.command("shell")(shell)
-    target.command("view")(view)
-
-
-register(app)
-
-if __name__ == "__main__":
-    app()
+def register(app: typer.Typer) -> None:
+    """Add ``ask`` and ``shell`` to ``app``."""
+    app.command("ask")(ask)
+    app.command("shell")(shell)

@@ -1,7 +1,5 @@
-"""``c2s eval``: the navigator against flat retrieval, RAPTOR and a search agent on a QA set.
-
-:func:`register` adds the command to another typer app (the main ``c2s``); ``app`` runs it alone.
-"""
+"""``c2s eval``: the navigator against flat retrieval, RAPTOR and a search agent on a QA set
+(the harness itself is :mod:`c2s_agent.evaluation`)."""
 
 from __future__ import annotations
 
@@ -9,20 +7,12 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-out = Console(highlight=False, soft_wrap=True)
-
-
-def _fail(message: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {escape(message)}")
-    raise typer.Exit(code)
+from .console import TREE_HELP, err, escape, fail, out
 
 
 def eval_command(
-    tree: Path = typer.Option(..., "--tree", help="compiled tree (the --out of c2s compile)"),
+    tree: Path = typer.Option(..., "--tree", help=TREE_HELP),
     qa: Path = typer.Option(..., "--qa", help='QA file: JSON lines {"id", "question", "answer"?, "gold_ids"?}'),
     methods: str = typer.Option("navigator,bm25,dense,hybrid,raptor,agentic", "--methods",
                                 help="comma-separated: navigator (routed: tree + search fallback), "
@@ -47,39 +37,38 @@ def eval_command(
     scores with --judge), cost, and a paired bootstrap verdict."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+    from c2s_agent.agent import UnknownProviderError, providers
+    from c2s_agent.evaluation.answering import PROVIDERS
+    from c2s_agent.evaluation.judge import JUDGES
+    from c2s_agent.evaluation.metrics import QAError, load_qa
+    from c2s_agent.evaluation.report import table, verdict_lines, write_outputs
+    from c2s_agent.evaluation.runner import NAVIGATORS, MethodError, evaluate, parse_methods
     from c2s_core.llm.clients import LLMError
-
-    from ..agent import UnknownProviderError, providers
     from c2s_core.tree import TreeError, open_tree
-    from .answering import PROVIDERS
-    from .judge import JUDGES
-    from .metrics import QAError, load_qa
-    from .report import table, verdict_lines, write_outputs
-    from .runner import NAVIGATORS, MethodError, evaluate, parse_methods
 
     try:
         chosen = parse_methods(methods)
     except MethodError as e:
-        _fail(str(e))
+        fail(str(e))
     if provider not in providers():
-        _fail(f"unknown provider {provider!r}; available: {', '.join(providers())}")
+        fail(f"unknown provider {provider!r}; available: {', '.join(providers())}")
     others = [m for m in chosen if m not in NAVIGATORS]
     if others and provider not in PROVIDERS:
-        _fail(f"{', '.join(others)} answer with {', '.join(PROVIDERS)}; provider {provider!r} only drives the navigator")
+        fail(f"{', '.join(others)} answer with {', '.join(PROVIDERS)}; provider {provider!r} only drives the navigator")
     if provider == "offline" and (model or base_url):
-        _fail("--model and --base-url are for an LLM provider (--provider anthropic or openai)")
+        fail("--model and --base-url are for an LLM provider (--provider anthropic or openai)")
     if judge not in JUDGES:
-        _fail(f"unknown judge {judge!r}; choose from {', '.join(JUDGES)}")
+        fail(f"unknown judge {judge!r}; choose from {', '.join(JUDGES)}")
     if judge == "none" and (judge_model or judge_base_url):
-        _fail("--judge-model and --judge-base-url need a judge (--judge anthropic or openai)")
+        fail("--judge-model and --judge-base-url need a judge (--judge anthropic or openai)")
     try:
         opened = open_tree(tree)
     except TreeError as e:
-        _fail(str(e))
+        fail(str(e))
     try:
         items = load_qa(qa, limit)
     except QAError as e:
-        _fail(str(e))
+        fail(str(e))
     unknown = sorted({g for item in items for g in (item.gold_ids or ()) if g not in opened.store})
     if unknown:
         err.print(f"[yellow]warning:[/] {len(unknown)} gold id(s) are not documents of this tree "
@@ -97,7 +86,7 @@ def eval_command(
                            max_turns=max_turns, on_progress=progress, model=model, base_url=base_url,
                            judge=judge, judge_model=judge_model, judge_base_url=judge_base_url)
         except (UnknownProviderError, MethodError, ValueError, LLMError) as e:
-            _fail(str(e))
+            fail(str(e))
     paths = write_outputs(run, results)
     out.print(table(run))
     out.print()
@@ -119,10 +108,3 @@ def eval_command(
 def register(app: typer.Typer) -> None:
     """Add ``eval`` to ``app``."""
     app.command("eval")(eval_command)
-
-
-app = typer.Typer(help="Evaluate a compiled c2s tree.", no_args_is_help=True, add_completion=False)
-register(app)
-
-if __name__ == "__main__":  # python -m c2s_agent.evaluation.cli eval ...
-    app()
