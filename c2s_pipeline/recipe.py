@@ -11,8 +11,9 @@ The lineage is the spine, the table's order::
 Each stage declares one graph edge, from the stage before it. Its other reads (``reads``) are
 stages further up the spine, and they need no edge of their own: every data version is hashed
 from the stage's output *and* the data version of the stage before it, so a change anywhere up
-the spine changes every version below it, and Dagster's staleness (which compares each asset's
-direct dependencies only) stays right. One flow is no edge at all: the published tree is the
+the spine changes every version below it: Dagster, which compares an asset's direct
+dependencies only, marks the first stage below a change stale, and each next one as soon as
+the one before it reran, so no stage that reads the change stays fresh. One flow is no edge at all: the published tree is the
 base the *next* run of the partition updates (``published/``), and ``clusters_l1`` reports
 which build it updated.
 
