@@ -7,7 +7,7 @@ For each corpus the benchmark
 2. compiles it again in the same home (warm: every LLM call and embedding cached);
 3. rebuilds, from the cold compile's artifacts, exactly the strings the compile embedded
    (document cards + text via ``embedding_text``, and each upper level's node texts via
-   ``node_embedding_texts``), deduplicated as ``embed_with_cache`` does, and times a fresh
+   ``Level.node_texts``), deduplicated as ``embed_with_cache`` does, and times a fresh
    ``Encoder().encode`` on them (the model load is timed separately and excluded);
 4. prints ``cold compile seconds / encoder seconds``: how much the compile costs beyond the
    unavoidable encoding.
@@ -170,9 +170,9 @@ def timed_compile(spec, home: Path, provider: str, model: str, progress: bool,
 def embedded_texts(art) -> tuple[list[str], list[str]]:
     """The strings the compile embedded: (documents, upper-level nodes), each deduplicated in
     first-seen order as ``embed_with_cache`` computes them (one encode per distinct text)."""
-    from c2s_pipeline.artifacts import MAX_LEVELS
     from c2s_pipeline.assets.corpus import embedding_text
-    from c2s_pipeline.assets.levels import node_embedding_texts
+    from c2s_pipeline.assets.levels import Level
+    from c2s_pipeline.recipe import MAX_LEVELS
 
     docs = art.read_table("documents.parquet")
     cards = art.read_table("cards.parquet")
@@ -180,14 +180,14 @@ def embedded_texts(art) -> tuple[list[str], list[str]]:
     doc_texts = [embedding_text(c["title"], c["one_line"], c["phrases"], text)
                  for c, text in zip(cards.iter_rows(named=True), docs["text"])]
     level_texts: list[str] = []
-    for level in range(2, MAX_LEVELS + 1):  # clusters/level_L embeds level L-1's finished nodes
+    for level in range(2, MAX_LEVELS + 1):  # clusters_lL embeds level L-1's finished nodes
         status_file = art.root / art.level(level - 1, "status.json")
         if not status_file.exists():
             break
         below = art.level_status(level - 1)
         if not below["used"] or below["top"]:
             break
-        level_texts += node_embedding_texts(art, level - 1)
+        level_texts += Level.of(level - 1).node_texts(art)
     doc_unique = list(dict.fromkeys(doc_texts))
     seen = set(doc_unique)
     level_unique = [t for t in dict.fromkeys(level_texts) if t not in seen]
@@ -221,15 +221,10 @@ def time_encoder(doc_texts: list[str], level_texts: list[str], repeats: int = 1)
 
 
 def stage_order(stages: dict) -> list[str]:
-    """Stages in the asset graph's order (level stages by level), then anything unknown."""
-    from c2s_pipeline.artifacts import MAX_LEVELS, REPARTITION_LEVELS
+    """Stages in the recipe's order, then anything unknown."""
+    from c2s_pipeline.recipe import STAGES
 
-    order = ["documents", "doc_cards", "doc_embeddings"]
-    for level in range(1, MAX_LEVELS + 1):
-        order += [f"clusters/level_{level}", f"summaries/level_{level}"]
-        if level in REPARTITION_LEVELS:
-            order.append(f"repartition/level_{level}")
-    order += ["entities", "skill_tree"]
+    order = list(STAGES)
     return [s for s in order if s in stages] + sorted(s for s in stages if s not in order)
 
 

@@ -17,9 +17,7 @@ import polars as pl
 
 from c2s_core.text import sha256_hex
 
-# Levels of the hierarchy that exist as assets; a corpus needing more is refused clearly.
-MAX_LEVELS = 5
-REPARTITION_LEVELS = (1, 2)
+from .recipe import LEVELS, STAGES, final_nodes_file, final_placements_file, level_file, stage_rank
 
 
 @dataclass(frozen=True)
@@ -65,49 +63,47 @@ class CorpusArtifacts:
     # -- per-level files -----------------------------------------------------------------------
     @staticmethod
     def level(level: int, name: str) -> str:
-        return f"level_{level}/{name}"
+        return level_file(level, name)
 
     def level_status(self, level: int) -> dict:
         return self.read_json(self.level(level, "status.json"))
 
     def final_nodes(self, level: int) -> pl.DataFrame:
         """A level's nodes after every stage that shapes it (repartition where it applies)."""
-        stage = "repartitioned" if level in REPARTITION_LEVELS else "summarised"
-        return self.read_table(self.level(level, f"{stage}.parquet"))
+        return self.read_table(final_nodes_file(level))
 
     def final_placements(self, level: int) -> pl.DataFrame:
-        stage = "repartitioned" if level in REPARTITION_LEVELS else "clusters"
-        return self.read_table(self.level(level, f"{stage}_placements.parquet"))
+        return self.read_table(final_placements_file(level))
 
     def used_levels(self) -> list[int]:
-        return [lvl for lvl in range(1, MAX_LEVELS + 1) if (self.root / self.level(lvl, "status.json")).exists()
+        return [lvl for lvl in LEVELS if (self.root / self.level(lvl, "status.json")).exists()
                 and self.level_status(lvl)["used"]]
 
     # -- stage bookkeeping ---------------------------------------------------------------------
     def record_stage(self, stage: str, started: float, **counts: Any) -> dict:
         stats = {"seconds": round(time.perf_counter() - started, 3), **counts}
-        self.write_json(f"stages/{stage.replace('/', '__')}.json", stats)
+        self.write_json(f"stages/{stage}.json", stats)
         return stats
 
     def stage_records(self) -> dict[str, dict]:
-        """Each stage's last timing and call counts, in pipeline order."""
-        folder = self.root / "stages"
-        records = {p.stem.replace("__", "/"): json.loads(p.read_text()) for p in folder.glob("*.json")}
-        return {name: records[name] for name in sorted(records, key=stage_rank)}
+        """Each stage's last timing and call counts, in the recipe's order (records of stages no
+        longer in the recipe, left by an older c2s, are not listed)."""
+        records = {p.stem: json.loads(p.read_text()) for p in (self.root / "stages").glob("*.json")}
+        return {name: records[name] for name in sorted(records.keys() & STAGES.keys(), key=stage_rank)}
 
+    def record_version(self, stage: str, version: str) -> None:
+        self.path("versions", stage).write_text(version)
 
-_STAGE_ORDER = {"documents": 0, "doc_cards": 1, "doc_embeddings": 2, "clusters": 0, "summaries": 1,
-                "repartition": 2, "entities": 1000, "staged_tree": 1001, "skill_tree": 1002}
-
-
-def stage_rank(name: str) -> int:
-    """documents < doc_cards < doc_embeddings < clusters/level_1 < summaries/level_1 < … < staged_tree < skill_tree."""
-    stage, _, level = name.partition("/level_")
-    return 10 * (int(level) + 1) + _STAGE_ORDER[stage] if level else _STAGE_ORDER.get(stage, 999)
+    def recorded_version(self, stage: str) -> str:
+        """The data version ``stage`` last materialized with (what the stage after it chains)."""
+        path = self.root / "versions" / stage
+        if not path.exists():
+            raise FileNotFoundError(f"artifact {path} is missing: materialize {stage} first")
+        return path.read_text()
 
 
 def table_version(*frames: pl.DataFrame, extra: str = "") -> str:
-    """A data version from table content, so an unchanged output leaves downstream fresh."""
+    """A hash of a stage's output tables (``Stage.done`` chains it into the stage's data version)."""
     parts = [frame.write_ipc(None).getvalue() if frame.height else b"empty" for frame in frames]
     return sha256_hex(*parts, extra)[:24]
 

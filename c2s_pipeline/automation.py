@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dagster import (
+    AssetKey,
     AssetRecordsFilter,
     AssetSelection,
     DagsterInstance,
@@ -38,10 +39,10 @@ from dagster_aws.s3 import S3Resource
 
 from .assets import compile_assets
 from .assets.corpus import corpus_fingerprint, corpus_state
-from .assets.graph import SKILL_TREE
 from .assets.publish import STATE_METADATA
 from .locks import CORPUS_TAG, fail_abandoned_runs, runs_in_flight
 from .partitions import corpus_partitions
+from .recipe import RECIPE
 from .resources import WorkspaceResource
 from .workspace import CorpusSpec
 
@@ -50,6 +51,7 @@ JOB_NAME = "compile_corpus"
 STATE_TAG = "c2s/state"
 TRIGGER_TAG = "c2s/trigger"
 INTERRUPTED_TAG = "c2s/interrupted"
+SKILL_TREE = AssetKey("skill_tree")
 
 compile_job = define_asset_job(
     JOB_NAME, selection=AssetSelection.assets(*compile_assets), partitions_def=corpus_partitions,
@@ -62,7 +64,7 @@ def compile_run_config(spec: CorpusSpec, home: str | Path, full: bool = False) -
     config: dict = {"resources": {"workspace": {"config": {"home": str(home)}},
                                   "llm": {"config": spec.llm.model_dump(exclude_none=True)}}}
     if full:
-        config["ops"] = {"clusters__level_1": {"config": {"full": True}}}
+        config["ops"] = {spec.name: {"config": {"full": True}} for spec in RECIPE if spec.run_switches}
     return config
 
 

@@ -19,8 +19,7 @@ from typing import Sequence
 
 from pydantic import BaseModel
 
-from .artifacts import MAX_LEVELS, REPARTITION_LEVELS
-from .assets.corpus import CARDS_VERSION, card_input
+from .assets.corpus import card_input
 from .assets.levels import (
     LEVEL1_CHARS,
     LEVEL1_MEMBERS,
@@ -46,6 +45,7 @@ from c2s_core.llm.schemas import (
     RepartitionInput,
     SimilarPair,
 )
+from .recipe import MAX_LEVELS, StageSpec, level_stages, stage
 from .resources import LLMResource
 from c2s_core.text import clip
 from .workspace import CorpusSpec, Workspace
@@ -123,9 +123,11 @@ class _Estimator:
         level, nodes = 1, self._level_one(documents, cards)
         all_nodes = list(nodes)
         while True:
-            self._summaries(level, nodes)
-            if level in REPARTITION_LEVELS:
-                self._repartition(level, nodes)
+            for spec in level_stages(level):  # the level's LLM stages, as the recipe lists them
+                if spec.task == "summary":
+                    self._summaries(spec, nodes)
+                elif spec.task == "repartition":
+                    self._repartition(spec, nodes)
             if len(nodes) < self.spec.k:
                 break
             if level == MAX_LEVELS:
@@ -153,9 +155,10 @@ class _Estimator:
     # -- stages ----------------------------------------------------------------------------------
     def _cards(self, documents: list[Document]) -> dict[str, Card]:
         items = [card_input(d.doc_id, d.title, d.text) for d in documents]
-        hits = TaskRunner(self.provider, self.workspace.cache, CARDS_VERSION).cached("card", items)
+        cards = stage("doc_cards")
+        hits = TaskRunner(self.provider, self.workspace.cache, cards.cache_version).cached(cards.task, items)
         todo = [item for i, item in enumerate(items) if i not in hits]
-        self._add("doc_cards", "card", len(items), len(hits), todo)
+        self._add(cards.name, cards.task, len(items), len(hits), todo)
         if items and len(hits) == len(items):
             self.notes.append("every card is in the cache: if the corpus and settings are unchanged since the last "
                               "compile, the other stages come from the cache too and the run costs nothing")
@@ -187,14 +190,15 @@ class _Estimator:
                                entity_texts, _stand_in_summary(titles)))
         return nodes
 
-    def _summaries(self, level: int, nodes: list[_Node]) -> None:
-        self._add(f"summaries/level_{level}", "summary", len(nodes), None, [self._summary_input(level, n) for n in nodes])
+    def _summaries(self, spec: StageSpec, nodes: list[_Node]) -> None:
+        self._add(spec.name, spec.task, len(nodes), None, [self._summary_input(spec.level, n) for n in nodes])
 
     def _summary_input(self, level: int, node: _Node) -> ClusterInput:
         return ClusterInput(cluster_id=node.node_id, level=level, size=len(node.member_ids), members=node.excerpts,
                             member_titles=node.member_titles)
 
-    def _repartition(self, level: int, nodes: list[_Node]) -> None:
+    def _repartition(self, spec: StageSpec, nodes: list[_Node]) -> None:
+        level = spec.level
         n_batches = math.ceil(len(nodes) / REPARTITION_BATCH)
         size = math.ceil(len(nodes) / n_batches)
         requests = []
@@ -208,14 +212,15 @@ class _Estimator:
                                              similar_pairs=pairs * 2))
         touched = math.ceil(RESUMMARY_SHARE * len(nodes))
         resummaries = [self._summary_input(level, n) for n in nodes[:touched]]
-        self._add(f"repartition/level_{level}", "repartition", len(requests), None, requests,
+        self._add(spec.name, spec.task, len(requests), None, requests,
                   extra=("summary", resummaries),
                   note=f"includes {touched} re-summaries (assumes {RESUMMARY_SHARE:.0%} of clusters touched)")
 
     def _entities(self, nodes: list[_Node]) -> None:
         inputs = [EntitiesInput(cluster_id=n.node_id, level=n.level, title=n.title, summary=n.summary,
                                 texts=n.entity_texts) for n in nodes]
-        self._add("entities", "entities", len(inputs), None, inputs)
+        entities = stage("entities")
+        self._add(entities.name, entities.task, len(inputs), None, inputs)
 
     # -- accounting ------------------------------------------------------------------------------
     def _add(self, stage: str, task: str, items: int, cached: int | None, todo: Sequence[BaseModel],

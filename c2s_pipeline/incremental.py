@@ -20,6 +20,7 @@ import polars as pl
 
 from . import hierarchy
 from .artifacts import CorpusArtifacts
+from c2s_core.llm.base import TASKS
 
 PUBLISHED = "published"
 DRIFT_SHARE = 0.2  # share of documents changed since the last full build that forces a rebuild
@@ -57,7 +58,7 @@ class RunMode:
 def build_fingerprint(spec, provider, encoder_model: str) -> dict:
     """What a published tree depends on besides the documents: if any of it changes, rebuild."""
     return {"p": spec.p, "k": spec.k, "tau": spec.tau, "provider": provider.name, "model": provider.model,
-            "prompts": {t: provider.prompt_version(t) for t in ("card", "summary", "repartition", "entities")},
+            "prompts": {t: provider.prompt_version(t) for t in TASKS},
             "encoder": encoder_model}
 
 

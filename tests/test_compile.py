@@ -153,8 +153,8 @@ def test_manifest_contract(compiled):
     assert stats["nav_files"] == len(nav_files(compiled.out))
     assert stats["nav_bytes"]["max"] == max(f.stat().st_size for f in nav_files(compiled.out))
     assert all(m["checks"][c]["passed"] for c in m["checks"] if c != "nav_file_sizes")
-    assert {"documents", "doc_cards", "doc_embeddings", "clusters/level_1", "summaries/level_1",
-            "repartition/level_1", "entities", "staged_tree"} <= set(m["stages"])
+    assert {"documents", "doc_cards", "doc_embeddings", "clusters_l1", "summaries_l1",
+            "repartition_l1", "entities", "staged_tree"} <= set(m["stages"])
 
 
 def test_search_index_is_written_beside_the_tree_and_loads(compiled):

@@ -119,7 +119,7 @@ def test_anthropic_compile_end_to_end(tmp_path, server, corpus30):
     assert server.requests == [] and not (home / "corpora.yaml").exists()  # nothing called, nothing registered
     stages = {s["stage"]: s for s in estimate["stages"]}
     assert (stages["doc_cards"]["items"], stages["doc_cards"]["cached"], stages["doc_cards"]["calls"]) == (30, 0, 30)
-    assert stages["summaries/level_1"]["items"] == 3 and stages["repartition/level_1"]["items"] == 1
+    assert stages["summaries_l1"]["items"] == 3 and stages["repartition_l1"]["items"] == 1
     assert stages["entities"]["items"] == 3 and estimate["total"]["cost_usd"] > 0
 
     listener = Recorder()
@@ -148,14 +148,14 @@ def test_anthropic_compile_end_to_end(tmp_path, server, corpus30):
     assert "not JSON" in asked_again.messages[2]["content"][0]["text"]
     usage = manifest["stats"]["llm_usage"]
     assert (usage["total"]["reasks"], usage["total"]["retries"]) == (1, 1)
-    assert usage["stages"]["summaries/level_1"]["reasks"] == 1
+    assert usage["stages"]["summaries_l1"]["reasks"] == 1
 
     # Accounting equals what the server billed, per token kind and in dollars.
     billed = model.usage_total()
     assert {k: usage["total"][k] for k in USAGE_TOKENS} == billed
     assert usage["total"]["cost_usd"] == pytest.approx(model.cost(), abs=1e-5) and model.cost() > 0
     assert usage["total"]["calls"] == len([a for a in model.answers if a.status == 200])
-    assert set(usage["stages"]) == {"doc_cards", "summaries/level_1", "repartition/level_1", "entities"}
+    assert set(usage["stages"]) == {"doc_cards", "summaries_l1", "repartition_l1", "entities"}
     assert usage["stages"]["doc_cards"]["calls"] == 30
     assert sum(s["cost_usd"] for s in usage["stages"].values()) == pytest.approx(usage["total"]["cost_usd"], abs=1e-5)
     assert manifest["provider"]["card_model"] == "claude-haiku-4-5"
@@ -288,7 +288,7 @@ def test_a_summary_stage_failing_midway_is_retried_and_redoes_only_the_missing_i
     instance = instance_for(home)
     run = instance.get_runs(limit=1)[0]
     retried = [e.step_key for e in instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_UP_FOR_RETRY)]
-    assert retried == ["summaries__level_1"]
+    assert retried == ["summaries_l1"]
     assert run.is_success and len(manifest["doc_paths"]) == 30
     # No duplicate work: every summary prompt was answered once, the one answered before the
     # failure came from the cache on the retry, and every level-1 cluster got its summary.
@@ -296,7 +296,7 @@ def test_a_summary_stage_failing_midway_is_retried_and_redoes_only_the_missing_i
     art = CorpusArtifacts(home / "artifacts" / "c30")
     clusters = set(art.read_table(art.level(1, "clusters.parquet"))["node_id"])
     assert {a.item for a in outage.model.valid("summary")} >= clusters
-    assert manifest["stages"]["summaries/level_1"]["llm_calls"]["cached"] >= 1
+    assert manifest["stages"]["summaries_l1"]["llm_calls"]["cached"] >= 1
 
 
 # -- verify-and-repartition judges every cluster -------------------------------------------------
@@ -413,9 +413,9 @@ def test_final_task_errors_fail_the_step_without_retries_and_transient_ones_keep
     assert info.value.allow_retries is False and "card for document d0" in info.value.description
     with pytest.raises(Failure) as info:
         StageRunner(Failing(BudgetExceededError(1.0, 0.98, "summary")), cache, "v",
-                    stage="summaries/level_1").run("card", items, Card)
+                    stage="summaries_l1").run("card", items, Card)
     assert info.value.allow_retries is False
-    assert info.value.description.startswith("budget of $1.00 reached after $0.98 in summaries/level_1;")
+    assert info.value.description.startswith("budget of $1.00 reached after $0.98 in summaries_l1;")
     with pytest.raises(CompileTaskError):  # a 429 that outlasted the HTTP retries: the RetryPolicy's turn
         StageRunner(Failing(CompileTaskError("rate limited", transient=True)), cache, "v",
                     stage="doc_cards").run("card", items, Card)

@@ -4,42 +4,50 @@ materializations over GraphQL."""
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 from dagster import AssetKey, Definitions
 
-from c2s_pipeline.assets.graph import upstream_of
-from c2s_pipeline.assets.publish import CHECKS
 from c2s_pipeline.definitions import defs
+from c2s_pipeline.recipe import RECIPE, STAGED_TREE_CHECKS, STAGES
 
-from .conftest import ROOT, SAMPLE_CORPUS
+from .conftest import SAMPLE_CORPUS
+from .webserver import dagster_webserver
 
-STAGES = {"documents", "doc_cards", "doc_embeddings", "clusters/level_1", "summaries/level_1",
-          "repartition/level_1", "clusters/level_2", "summaries/level_2", "repartition/level_2",
-          "entities", "staged_tree", "skill_tree"}
+SPINE = ["documents", "doc_cards", "doc_embeddings", "clusters_l1", "summaries_l1", "repartition_l1",
+         "clusters_l2", "summaries_l2", "repartition_l2", "clusters_l3", "summaries_l3", "clusters_l4",
+         "summaries_l4", "clusters_l5", "summaries_l5", "entities", "staged_tree", "skill_tree"]
 
 
 def test_definitions_load():
     Definitions.validate_loadable(defs)
     graph = defs.resolve_asset_graph()
-    keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
-    assert STAGES <= keys
+    assert [k.to_user_string() for k in graph.toposorted_asset_keys] == SPINE == list(STAGES)
     for key in graph.get_all_asset_keys():
         assert graph.get(key).partitions_def.name == "corpus"
     assert set(defs.resources) >= {"workspace", "llm", "encoder"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def test_the_recipe_is_the_graph():
+    """One asset per row, named by its row, in its phase's group, after the row before it; the
+    LLM stages are pooled and retried, and every side read is a stage further up the spine (so
+    the chained data versions cover it)."""
+    graph = defs.resolve_asset_graph()
+    groups = {}
+    for before, spec in zip([None, *RECIPE], RECIPE):
+        node = graph.get(AssetKey(spec.name))
+        groups.setdefault(node.group_name, []).append(spec.name)
+        assert [k.to_user_string() for k in node.parent_keys] == ([before.name] if before else [])
+        assert node.code_version == spec.code_version and node.pools == ({"llm"} if spec.task else set())
+        assert set(spec.reads) <= set(SPINE[:SPINE.index(spec.name)]), spec.name
+    assert list(groups) == ["ingest", "level_1", "level_2", "level_3", "level_4", "level_5", "publish"]
+    assert groups["level_1"] == ["clusters_l1", "summaries_l1", "repartition_l1"]
+    assert groups["level_3"] == ["clusters_l3", "summaries_l3"]
+    assert len({key.path[-1] for key in graph.get_all_asset_keys()}) == len(SPINE)
+    job = defs.resolve_job_def("compile_corpus")
+    assert job.graph.node_named("clusters_l1").definition.config_schema is not None
 
 
 @pytest.fixture
@@ -71,29 +79,8 @@ def failed_check(sample_tree, tmp_path, monkeypatch):
 
 @pytest.fixture
 def webserver(sample_tree, failed_check):
-    port = _free_port()
-    env = {**os.environ, "DAGSTER_HOME": str(sample_tree.home)}
-    log = open(sample_tree.home / "webserver.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dagster_webserver", "-w", str(ROOT / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(port)],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/graphql"
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, (sample_tree.home / "webserver.log").read_text()[-3000:]
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/server_info", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.5)
-        else:
-            pytest.fail("dagster-webserver did not come up within 120 s")
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
+    with dagster_webserver(sample_tree.home) as base:
+        yield f"{base}/graphql"
 
 
 def graphql(url: str, query: str, **variables) -> dict:
@@ -108,24 +95,18 @@ def test_webserver_serves_graph_and_materializations(webserver, sample_tree):
     nodes = graphql(webserver, """
         { assetNodes { assetKey { path } partitionDefinition { type name } dependencyKeys { path } } }""")["assetNodes"]
     by_key = {"/".join(n["assetKey"]["path"]): n for n in nodes}
-    assert STAGES <= set(by_key)
+    assert set(by_key) == set(SPINE)
     assert all(n["partitionDefinition"]["name"] == "corpus" for n in nodes)
-    # Every artifact an asset reads is an edge: level 2 reads level 1's nodes, status and change
-    # files and the cards its members are embedded with; publishing reads the staged tree.
-    deps = {key: {"/".join(d["path"]) for d in node["dependencyKeys"]} for key, node in by_key.items()}
-    assert {key: set(map(AssetKey.to_user_string, upstream_of(key))) for key in STAGES} == {k: deps[k] for k in STAGES}
-    assert deps["clusters/level_2"] >= {"repartition/level_1", "clusters/level_1", "summaries/level_1", "doc_cards"}
-    assert deps["clusters/level_3"] >= {"repartition/level_2", "repartition/level_1"}
-    assert deps["summaries/level_1"] >= {"clusters/level_1", "documents", "doc_cards"}
-    assert deps["staged_tree"] >= {"doc_embeddings", "entities", "clusters/level_1", "repartition/level_2"}
-    assert deps["skill_tree"] >= {"staged_tree", "documents", "entities"}
+    # The lineage is the spine: each stage's one edge comes from the stage before it.
+    deps = {key: ["/".join(d["path"]) for d in node["dependencyKeys"]] for key, node in by_key.items()}
+    assert deps == {key: SPINE[i - 1:i] for i, key in enumerate(SPINE)}
 
     # The structural checks live on the staged tree; all but the size warning block publishing,
     # and the failing one shows as failed, with ERROR severity, for the corpus that failed it.
     checks = graphql(webserver, """
         { assetNodeOrError(assetKey: {path: ["staged_tree"]}) { ... on AssetNode { assetChecksOrError {
             ... on AssetChecks { checks { name blocking } } } } } }""")["assetNodeOrError"]["assetChecksOrError"]["checks"]
-    assert {c["name"]: c["blocking"] for c in checks} == {name: name != "nav_file_sizes" for name in CHECKS}
+    assert {c["name"]: c["blocking"] for c in checks} == {c.name: c.name != "nav_file_sizes" for c in STAGED_TREE_CHECKS}
     # Runs started by c2s compile belong to the code location, so the UI can re-execute them.
     runs = graphql(webserver, """
         { runsOrError(filter: {tags: [{key: "c2s/corpus", value: "broken"}]}) { ... on Runs { results {
@@ -168,10 +149,21 @@ def test_webserver_serves_graph_and_materializations(webserver, sample_tree):
     assert entries["skills"] == sample_tree.manifest["stats"]["skills"]
     assert entries["nav_files"] == sample_tree.manifest["stats"]["nav_files"]
 
-    # Every stage's output is current for the compiled partition: data versions line up.
+    # Every stage's output is current for the compiled partition: data versions line up, and
+    # each is the one the stage recorded for the stage after it to chain.
     stale = graphql(webserver, """
         { assetNodes { assetKey { path } staleStatus(partition: "sample") } }""")["assetNodes"]
     assert {"/".join(n["assetKey"]["path"]): n["staleStatus"] for n in stale} == {k: "FRESH" for k in by_key}
+    versions = {}
+    for key in SPINE:
+        record, = graphql(webserver, """
+            query($key: AssetKeyInput!) { assetOrError(assetKey: $key) { ... on Asset {
+                assetMaterializations(partitions: ["sample"], limit: 1) { tags { key value } } } } }""",
+                          key={"path": [key]})["assetOrError"]["assetMaterializations"]
+        versions[key] = {t["key"]: t["value"] for t in record["tags"]}["dagster/data_version"]
+    artifacts = sample_tree.home / "artifacts" / "sample" / "versions"
+    assert versions == {key: (artifacts / key).read_text() for key in SPINE}
+    assert len(set(versions.values())) == len(SPINE)
 
     partitions = graphql(webserver, """
         { partitionSetsOrError(repositorySelector: {repositoryName: "__repository__", repositoryLocationName: "c2s"},

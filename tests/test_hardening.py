@@ -709,13 +709,14 @@ def test_a_ctrl_c_recorded_between_stages_stops_the_next_one():
     from dagster._utils.interrupts import capture_interrupts
 
     from c2s_pipeline.assets._stage import Stage
+    from c2s_pipeline.recipe import stage
 
     with capture_interrupts():
-        Stage("documents", context=None, workspace=None)  # nothing recorded: the stage starts
+        Stage(stage("documents"), context=None, workspace=None)  # nothing recorded: the stage starts
         os.kill(os.getpid(), signal.SIGINT)  # recorded, not raised
         with pytest.raises(DagsterExecutionInterruptedError, match="interrupted before doc_cards"):
-            Stage("doc_cards", context=None, workspace=None)
-        Stage("doc_embeddings", context=None, workspace=None)  # taken up once
+            Stage(stage("doc_cards"), context=None, workspace=None)
+        Stage(stage("doc_embeddings"), context=None, workspace=None)  # taken up once
 
 
 def test_a_broken_registry_is_one_line_naming_the_file(tmp_path):

@@ -144,11 +144,11 @@ def test_every_launch_path_compiles_with_the_registered_settings(tmp_path, corpu
 def test_a_failed_summary_stage_is_reexecuted_from_failure_with_no_repeated_requests(
         tmp_path, corpus, server, instance):
     # The server fails every summary request after the first, through the client's attempts and
-    # every step retry: summaries/level_1 fails for good.
+    # every step retry: summaries_l1 fails for good.
     outage = Outage(CompileModel(move_one=False), after=1, failures=10**6)
     server.handler = outage
     workspace = Workspace(tmp_path / "home")
-    with pytest.raises(CompileError, match="summaries__level_1"):
+    with pytest.raises(CompileError, match="summaries_l1"):
         compile_corpus(registered(tmp_path, corpus, server), workspace, instance=instance)
     failed = instance.get_runs(limit=1)[0]
     assert failed.status == DagsterRunStatus.FAILURE and failed.remote_job_origin.location_name == "c2s"
@@ -160,8 +160,8 @@ def test_a_failed_summary_stage_is_reexecuted_from_failure_with_no_repeated_requ
     run = instance.get_run_by_id(result.run_id)
     assert run.parent_run_id == failed.run_id and run.tags["dagster/partition"] == "handbook"
     ran = {e.step_key for e in instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_SUCCESS)}
-    assert "summaries__level_1" in ran and "skill_tree" in ran
-    assert not ran & {"documents", "doc_cards", "doc_embeddings", "clusters__level_1"}
+    assert "summaries_l1" in ran and "skill_tree" in ran
+    assert not ran & {"documents", "doc_cards", "doc_embeddings", "clusters_l1"}
     # Nothing already done was asked again: no card request, each summary prompt answered once.
     assert sum(task_of(r) == "card" for r in server.requests) == cards
     assert len(outage.answered) == len(set(outage.answered))

@@ -22,6 +22,7 @@ from dagster import (
 from dagster._utils.interrupts import pop_captured_interrupt  # no public form (dagster is pinned)
 
 from ..artifacts import CorpusArtifacts
+from ..recipe import StageSpec, upstream_of
 from c2s_core.encoder import EmbedStats
 from c2s_core.llm.base import (
     BudgetExceededError,
@@ -35,6 +36,7 @@ from c2s_core.llm.base import (
 from ..progress import LLMProgress, reporter
 from ..resources import LLMResource, WorkspaceResource
 from ..workspace import CorpusSpec
+from c2s_core.text import sha256_hex
 
 # LLM-backed stages retry transient failures; the per-item cache makes a retry redo only what
 # is missing. An item that failed for good, or a spent budget, is not retried (see StageRunner).
@@ -81,7 +83,7 @@ class StageRunner(TaskRunner):
 
 @dataclass
 class Stage:
-    name: str
+    spec: StageSpec
     context: AssetExecutionContext
     workspace: WorkspaceResource
     started: float = field(default_factory=time.perf_counter)
@@ -97,6 +99,14 @@ class Stage:
         if pop_captured_interrupt():
             raise DagsterExecutionInterruptedError(f"interrupted before {self.name}")
 
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def level(self) -> int:
+        return self.spec.level
+
     @cached_property
     def corpus(self) -> CorpusSpec:
         return self.workspace.corpus(self.context.partition_key)
@@ -105,12 +115,13 @@ class Stage:
     def artifacts(self) -> CorpusArtifacts:
         return self.workspace.artifacts(self.context.partition_key)
 
-    def runner(self, llm: LLMResource, version: str) -> TaskRunner:
+    def runner(self, llm: LLMResource) -> TaskRunner:
+        """Runs this stage's LLM tasks, cached per item under the stage's cache version."""
         provider = llm.for_corpus(self.corpus)
         if self._provider is None:
             # The run shares one provider; what it spends during this stage is this stage's.
             self._provider, self._usage_before = provider, usage_totals(provider.report())
-        return StageRunner(provider, self.workspace.workspace.cache, version, self.llm_calls,
+        return StageRunner(provider, self.workspace.workspace.cache, self.spec.cache_version, self.llm_calls,
                            on_progress=self.progress, stage=self.name)
 
     @property
@@ -127,7 +138,13 @@ class Stage:
                               self.llm_usage["cost_usd"])
         reporter(self.name)(done, total, llm)
 
-    def done(self, data_version: str, metadata: dict | None = None, **extra) -> MaterializeResult:
+    def done(self, output_version: str, metadata: dict | None = None, **extra) -> MaterializeResult:
+        """Record the stage and hand Dagster its metadata and data version: the hash of its output
+        (``output_version``) chained with the data version of the stage before it on the spine,
+        so the stages it reads further up are covered without edges of their own."""
+        before = upstream_of(self.name)
+        data_version = sha256_hex(output_version, self.artifacts.recorded_version(before) if before else "")[:24]
+        self.artifacts.record_version(self.name, data_version)
         usage = self.llm_usage
         stats = self.artifacts.record_stage(
             self.name, self.started, llm_calls=self.llm_calls.as_dict(), embeddings=self.embeddings.as_dict(),

@@ -4,7 +4,7 @@
 from pathlib import Path
 
 import polars as pl
-from dagster import AssetExecutionContext, Failure, MetadataValue, asset
+from dagster import Failure, MetadataValue
 from dagster_aws.s3 import S3Resource
 
 from ..artifacts import matrix_version, table_version
@@ -12,18 +12,15 @@ from c2s_core.encoder import embed_with_cache
 from c2s_core.identifiers import by_rarity
 from ..ingest import CorpusError, as_rows, read_corpus, source_fingerprint
 from c2s_core.llm.schemas import Card, CardInput
-from ..partitions import corpus_partitions
 from ..resources import EncoderResource, LLMResource, WorkspaceResource
 from ..storage import download_prefix, is_s3, s3_fingerprint
 from c2s_core.text import sha256_hex
 from ..workspace import CorpusSpec
 from c2s_core.atomic_publish import OutputError, check_output
-from ._stage import LLM_RETRY, SELF_DESCRIBED, Stage, markdown_table, stops_on_interrupt
-from .graph import upstream_of
+from ._stage import SELF_DESCRIBED, Stage, markdown_table
 
 CARD_TEXT_CHARS = 4000  # what a card prompt sees of a document
 EMBED_TEXT_CHARS = 2000  # document text embedded after its card (the encoder reads ~256 tokens)
-CARDS_VERSION = "doc_cards-2"
 SOURCE_STATE_FILE = "source_state.json"
 
 
@@ -40,11 +37,8 @@ def corpus_state(spec: CorpusSpec, fingerprint: str) -> str:
     return sha256_hex(fingerprint, spec.model_dump_json())[:24]
 
 
-@asset(partitions_def=corpus_partitions, group_name="ingest", code_version="documents-1", kinds={"polars"})
-def documents(context: AssetExecutionContext, workspace: WorkspaceResource, s3: S3Resource):
-    """Every input file or record: accepted documents with stable ids and content hashes, plus
-    each rejected input with its file, line and reason, and duplicate texts."""
-    stage = Stage("documents", context, workspace)
+def documents(stage: Stage, workspace: WorkspaceResource, s3: S3Resource):
+    """Read the corpus's source (a folder, a JSONL file or an S3 prefix) into documents."""
     spec, art = stage.corpus, stage.artifacts
     # Taken before reading, so a change made during the read is seen by the next sensor tick;
     # skill_tree records it once the tree is published.
@@ -92,18 +86,12 @@ def card_input(doc_id: str, title: str, text: str) -> CardInput:
     return CardInput(doc_id=doc_id, title=title, text=text[:CARD_TEXT_CHARS], tail=text[CARD_TEXT_CHARS:])
 
 
-@asset(partitions_def=corpus_partitions, group_name="ingest", deps=upstream_of("doc_cards"), code_version=CARDS_VERSION,
-       pool="llm", retry_policy=LLM_RETRY)
-@stops_on_interrupt
-def doc_cards(context: AssetExecutionContext, workspace: WorkspaceResource, llm: LLMResource):
-    """One summary card per document: title, one-line description, ≤4 key phrases, ≤6
-    identifiers. The card (less its identifiers) is embedded with the text and becomes the
-    document's row in INDEX.md."""
-    stage = Stage("doc_cards", context, workspace)
+def doc_cards(stage: Stage, workspace: WorkspaceResource, llm: LLMResource):
+    """A card per document; the card (less its identifiers) is embedded with the text."""
     art = stage.artifacts
     docs = art.read_table("documents.parquet")
     items = [card_input(d, t, x) for d, t, x in docs.select("doc_id", "title", "text").iter_rows()]
-    cards = stage.runner(llm, CARDS_VERSION).run("card", items, Card)
+    cards = stage.runner(llm).run("card", items, Card)
     frame = pl.DataFrame({
         "doc_id": docs["doc_id"],
         "title": [c.title for c in cards],
@@ -126,11 +114,8 @@ def embedding_text(title: str, one_line: str, phrases: list[str], text: str) -> 
     return f"{title}. {one_line} {'; '.join(phrases)}\n{text[:EMBED_TEXT_CHARS]}"
 
 
-@asset(partitions_def=corpus_partitions, group_name="ingest", deps=upstream_of("doc_embeddings"), code_version="doc_embeddings-1",
-       kinds={"numpy"})
-def doc_embeddings(context: AssetExecutionContext, workspace: WorkspaceResource, encoder: EncoderResource):
-    """Each document's card + truncated text embedded and L2-normalised (rows in document order)."""
-    stage = Stage("doc_embeddings", context, workspace)
+def doc_embeddings(stage: Stage, workspace: WorkspaceResource, encoder: EncoderResource):
+    """Each document's card and the start of its text, embedded."""
     art = stage.artifacts
     docs = art.read_table("documents.parquet")
     cards = art.read_table("cards.parquet")

@@ -1,18 +1,24 @@
-"""The bottom-up hierarchy, one asset per stage and level: clusters/level_L → summaries/level_L
-(→ repartition/level_L on levels 1 and 2) → clusters/level_{L+1} …
+"""The bottom-up hierarchy, one asset per stage and level: clusters_lL → summaries_lL
+(→ repartition_lL on levels 1 and 2) → clusters_l{L+1} …
 
 The number of levels a corpus needs is data-dependent (≈ ceil(log_p N)), so the graph holds a
 fixed maximum of levels and a level above the top one materializes as "unused" and passes
 through. The lineage graph thus shows the method's real order of work: a level's summaries feed
 the next level's embeddings.
+
+What differs between levels lives in :class:`Level` (a level above the documents: its items
+are the finished nodes below) and :class:`DocumentLevel` (level 1: its items are documents,
+and it decides the build, full or incremental).
 """
+
+from __future__ import annotations
 
 import numpy as np
 import polars as pl
-from dagster import AssetExecutionContext, AssetsDefinition, Config, Failure, MetadataValue, asset
+from dagster import Failure, MetadataValue
 
 from .. import hierarchy, incremental
-from ..artifacts import MAX_LEVELS, REPARTITION_LEVELS, CorpusArtifacts, matrix_version, table_version
+from ..artifacts import CorpusArtifacts, matrix_version, table_version
 from c2s_core.encoder import embed_with_cache
 from ..incremental import RunMode
 from c2s_core.llm.schemas import (
@@ -24,11 +30,10 @@ from c2s_core.llm.schemas import (
     RepartitionVerdict,
     SimilarPair,
 )
-from ..partitions import corpus_partitions
+from ..recipe import MAX_LEVELS
 from ..resources import EncoderResource, LLMResource, WorkspaceResource
 from c2s_core.text import clip
-from ._stage import LLM_RETRY, Stage, markdown_table, stops_on_interrupt
-from .graph import clusters_key, repartition_key, summaries_key, upstream_of
+from ._stage import Stage, markdown_table
 
 LEVEL1_MEMBERS, LEVEL1_CHARS = 15, 600  # level-1 summaries read ≤15 documents × 600 chars
 UPPER_MEMBERS, UPPER_CHARS = 20, 300  # higher levels read ≤20 child summaries × 300 chars
@@ -38,53 +43,147 @@ REPARTITION_BATCH = 60
 REPARTITION_TITLE_CHARS, REPARTITION_TITLES_PER_CLUSTER = 80, 40
 NEXT_LEVEL_EXCERPTS = 3  # member excerpts embedded with a cluster's summary for the next level
 
-CLUSTERS_VERSION = "clusters-1"
-SUMMARIES_VERSION = "summaries-1"
-REPARTITION_VERSION = "repartition-1"
+
+# -- levels: what gets clustered at each level, and how -------------------------------------------
+
+class Level:
+    """A level above the documents: its items are the finished nodes of the level below,
+    embedded as their summaries with a few member excerpts."""
+
+    members, chars = UPPER_MEMBERS, UPPER_CHARS  # what a summary reads of its members
+
+    def __init__(self, number: int):
+        self.number = number
+
+    @staticmethod
+    def of(number: int) -> "Level":
+        return DocumentLevel(number) if number == 1 else Level(number)
+
+    @property
+    def below(self) -> "Level":
+        return Level.of(self.number - 1)
+
+    def items(self, art: CorpusArtifacts) -> tuple[list[str], list[str]]:
+        """(item ids, item titles) of the level."""
+        nodes = art.final_nodes(self.number - 1)
+        return nodes["node_id"].to_list(), nodes["title"].to_list()
+
+    def item_lines(self, art: CorpusArtifacts) -> dict[str, str]:
+        """Each item as one line of its parent's embedding text."""
+        nodes = art.final_nodes(self.number - 1)
+        return {n: f"{t}: {d}" for n, t, d in nodes.select("node_id", "title", "description").iter_rows()}
+
+    def item_texts(self, art: CorpusArtifacts) -> tuple[dict[str, tuple[str, str]], dict[str, int]]:
+        """What a summary reads of each item, (title, text), and each item's size in documents."""
+        nodes = art.final_nodes(self.number - 1)
+        info = {n: (t, s) for n, t, s in nodes.select("node_id", "title", "summary").iter_rows()}
+        return info, dict(zip(nodes["node_id"], nodes["size"]))
+
+    def node_texts(self, art: CorpusArtifacts) -> list[str]:
+        """The level's finished nodes as the next level embeds them: summary + member excerpts."""
+        excerpt = self.item_lines(art)
+        return [
+            f"{title}. {summary}\n" + "\n".join(excerpt[m] for m in members[:NEXT_LEVEL_EXCERPTS])
+            for title, summary, members in art.final_nodes(self.number).select("title", "summary", "members").iter_rows()
+        ]
+
+    def unused_because(self, art: CorpusArtifacts) -> str | None:
+        below = art.level_status(self.number - 1)
+        if not below["used"] or below["top"]:
+            return f"level {self.number - 1} is the top level" if below["used"] else below["why"]
+        return None
+
+    def run_mode(self, stage: Stage, llm: LLMResource, encoder: EncoderResource, full: bool) -> RunMode:
+        return RunMode.load(stage.artifacts)
+
+    def item_vectors(self, stage: Stage, workspace: WorkspaceResource, encoder: EncoderResource) -> np.ndarray:
+        return embed_with_cache(encoder.encoder, workspace.workspace.cache, self.below.node_texts(stage.artifacts),
+                                stage.embeddings, stage.progress)
+
+    def update(self, art: CorpusArtifacts, item_ids: list[str], vectors: np.ndarray, mode: RunMode,
+               p: int) -> incremental.LevelUpdate:
+        """The published clusters of this level with the level below's changes applied."""
+        previous = incremental.previous_groups(art, self.number)
+        known = {m for _, members in previous for m in members}
+        below = art.read_json(art.level(self.number - 1, "changes.json"))
+        # A parent absorbs a change when a child's summary (its routing text) was rewritten.
+        rewritten = art.read_json(art.level(self.number - 1, "summary_changes.json"))["resummarised"]
+        return incremental.update_level(previous, item_ids, vectors, leave=set(below["removed"]),
+                                        insert=[m for m in item_ids if m not in known],
+                                        touched_items=set(rewritten), split_above=None)
+
+    def settle(self, stage: Stage, mode: RunMode, update: incremental.LevelUpdate | None, vectors: np.ndarray,
+               item_ids: list[str]) -> tuple[RunMode, incremental.LevelUpdate | None]:
+        """The build mode and update this level goes on with (level 1 may fall back to full)."""
+        return mode, update
+
+    def build_metadata(self, mode: RunMode, changes: dict) -> dict:
+        return {}
 
 
-# -- level items: what gets clustered at each level ---------------------------------------------
+class DocumentLevel(Level):
+    """Level 1: its items are the documents, embedded by ``doc_embeddings``; it decides whether
+    this compile updates the published tree or rebuilds it, and guards against drift."""
 
-def level_items(art: CorpusArtifacts, level: int) -> tuple[list[str], list[str]]:
-    """(item ids, item titles) of a level: documents at level 1, the level below's nodes above."""
-    if level == 1:
+    members, chars = LEVEL1_MEMBERS, LEVEL1_CHARS
+
+    def items(self, art: CorpusArtifacts) -> tuple[list[str], list[str]]:
         cards = art.read_table("cards.parquet")
         return cards["doc_id"].to_list(), cards["title"].to_list()
-    nodes = art.final_nodes(level - 1)
-    return nodes["node_id"].to_list(), nodes["title"].to_list()
 
-
-def node_embedding_texts(art: CorpusArtifacts, level: int) -> list[str]:
-    """A finished node of ``level`` as embedded for the next level: summary + member excerpts."""
-    nodes = art.final_nodes(level)
-    if level == 1:
+    def item_lines(self, art: CorpusArtifacts) -> dict[str, str]:
         cards = art.read_table("cards.parquet")
-        excerpt = {d: f"{t}: {o}" for d, t, o in cards.select("doc_id", "title", "one_line").iter_rows()}
-    else:
-        below = art.final_nodes(level - 1)
-        excerpt = {n: f"{t}: {d}" for n, t, d in below.select("node_id", "title", "description").iter_rows()}
-    return [
-        f"{title}. {summary}\n" + "\n".join(excerpt[m] for m in members[:NEXT_LEVEL_EXCERPTS])
-        for title, summary, members in nodes.select("title", "summary", "members").iter_rows()
-    ]
+        return {d: f"{t}: {o}" for d, t, o in cards.select("doc_id", "title", "one_line").iter_rows()}
 
-
-def cluster_inputs(art: CorpusArtifacts, level: int, groups: list[tuple[str, list[str]]],
-                   vectors: np.ndarray, item_index: dict[str, int]) -> list[ClusterInput]:
-    """What a summary reads: members nearest the centroid first, within the level's budget."""
-    if level == 1:
+    def item_texts(self, art: CorpusArtifacts) -> tuple[dict[str, tuple[str, str]], dict[str, int]]:
         docs = art.read_table("documents.parquet")
         cards = art.read_table("cards.parquet")
         text = dict(zip(docs["doc_id"], docs["text"]))
         info = {d: (t, f"{o} {x}") for d, t, o, x in zip(cards["doc_id"], cards["title"], cards["one_line"],
                                                           (text[d] for d in cards["doc_id"]))}
-        sizes = {d: 1 for d in info}
-        limit, chars = LEVEL1_MEMBERS, LEVEL1_CHARS
-    else:
-        below = art.final_nodes(level - 1)
-        info = {n: (t, s) for n, t, s in below.select("node_id", "title", "summary").iter_rows()}
-        sizes = dict(zip(below["node_id"], below["size"]))
-        limit, chars = UPPER_MEMBERS, UPPER_CHARS
+        return info, {d: 1 for d in info}
+
+    def unused_because(self, art: CorpusArtifacts) -> str | None:
+        return None
+
+    def run_mode(self, stage: Stage, llm: LLMResource, encoder: EncoderResource, full: bool) -> RunMode:
+        fingerprint = incremental.build_fingerprint(stage.corpus, llm.for_corpus(stage.corpus), encoder.model)
+        return incremental.decide(stage.artifacts, stage.artifacts.read_table("documents.parquet"), fingerprint,
+                                  force_full=full)
+
+    def item_vectors(self, stage: Stage, workspace: WorkspaceResource, encoder: EncoderResource) -> np.ndarray:
+        return stage.artifacts.read_matrix("doc_vectors.npy")
+
+    def update(self, art: CorpusArtifacts, item_ids: list[str], vectors: np.ndarray, mode: RunMode,
+               p: int) -> incremental.LevelUpdate:
+        edited = set(mode.edited)
+        return incremental.update_level(incremental.previous_groups(art, 1), item_ids, vectors,
+                                        leave=set(mode.removed) | edited, insert=sorted(set(mode.added) | edited),
+                                        touched_items=edited, split_above=2 * p)
+
+    def settle(self, stage: Stage, mode: RunMode, update: incremental.LevelUpdate | None, vectors: np.ndarray,
+               item_ids: list[str]) -> tuple[RunMode, incremental.LevelUpdate | None]:
+        art = stage.artifacts
+        if update:
+            now = float(np.mean(hierarchy.cohesion(vectors, _index_groups(update.groups, item_ids))))
+            before = incremental.published_meta(art)["cohesion_l1"]
+            if now < before - incremental.COHESION_DROP:
+                mode = RunMode("full", f"level-1 cohesion fell from {before:.3f} to {now:.3f}",
+                               mode.added, mode.removed, mode.edited)
+                update = None
+        mode.save(art)
+        stage.context.log.info(f"{mode.mode} compile: {mode.reason}")
+        return mode, update
+
+    def build_metadata(self, mode: RunMode, changes: dict) -> dict:
+        return {**mode.counts(), "reason": mode.reason, "clusters_changed": len(changes["changed"])}
+
+
+def cluster_inputs(art: CorpusArtifacts, level: int, groups: list[tuple[str, list[str]]],
+                   vectors: np.ndarray, item_index: dict[str, int]) -> list[ClusterInput]:
+    """What a summary reads: members nearest the centroid first, within the level's budget."""
+    shape = Level.of(level)
+    info, sizes = shape.item_texts(art)
     inputs = []
     for node_id, members in groups:
         idx = [item_index[m] for m in members]
@@ -94,7 +193,8 @@ def cluster_inputs(art: CorpusArtifacts, level: int, groups: list[tuple[str, lis
             cluster_id=node_id,
             level=level,
             size=sum(sizes[m] for m in members),
-            members=[MemberExcerpt(item_id=m, title=info[m][0], text=clip(info[m][1], chars)) for m in order[:limit]],
+            members=[MemberExcerpt(item_id=m, title=info[m][0], text=clip(info[m][1], shape.chars))
+                     for m in order[:shape.members]],
             member_titles=[info[m][0] for m in order],
         ))
     return inputs
@@ -126,95 +226,13 @@ def placement_rows(placements: list[hierarchy.Placement], item_ids: list[str], n
                "runner_up": pl.String, "runner_up_similarity": pl.Float64})
 
 
-def _unused(stage: Stage, level: int, why: str):
-    stage.artifacts.write_json(CorpusArtifacts.level(level, "status.json"), {"used": False, "why": why})
-    return stage.done(f"unused-{level}", {"used": False, "why": why})
+def _unused(stage: Stage, why: str):
+    stage.artifacts.write_json(CorpusArtifacts.level(stage.level, "status.json"), {"used": False, "why": why})
+    return stage.done(f"unused-{stage.level}", {"used": False, "why": why})
 
 
 def _groups_of(frame: pl.DataFrame) -> list[tuple[str, list[str]]]:
     return list(zip(frame["node_id"].to_list(), frame["members"].to_list()))
-
-
-# -- the asset factories ---------------------------------------------------------------------------
-
-class CompileConfig(Config):
-    """Run switches of one compile, given to ``clusters/level_1`` (where the build mode is decided)
-    as run config: ``ops: {clusters__level_1: {config: {full: true}}}``."""
-
-    full: bool = False  # rebuild from scratch instead of updating the published tree
-
-
-def build_clusters(level: int) -> AssetsDefinition:
-    @asset(key=clusters_key(level), partitions_def=corpus_partitions, group_name="hierarchy",
-           deps=upstream_of(clusters_key(level).to_user_string()), code_version=CLUSTERS_VERSION,
-           kinds={"scikitlearn"})
-    def _clusters(context: AssetExecutionContext, config: CompileConfig, workspace: WorkspaceResource,
-                  encoder: EncoderResource, llm: LLMResource):
-        """K-Means into ceil(n/p) clusters with soft assignment — or, on an incremental compile,
-        the published clusters updated in place."""
-        stage = Stage(f"clusters/level_{level}", context, workspace)
-        spec, art = stage.corpus, stage.artifacts
-        if level == 1:
-            vectors = art.read_matrix("doc_vectors.npy")
-            fingerprint = incremental.build_fingerprint(spec, llm.for_corpus(spec), encoder.model)
-            mode = incremental.decide(art, art.read_table("documents.parquet"), fingerprint,
-                                      force_full=config.full)
-        else:
-            mode = RunMode.load(art)
-            below = art.level_status(level - 1)
-            if not below["used"] or below["top"]:
-                return _unused(stage, level, f"level {level - 1} is the top level" if below["used"] else below["why"])
-            texts = node_embedding_texts(art, level - 1)
-            vectors = embed_with_cache(encoder.encoder, workspace.workspace.cache, texts, stage.embeddings,
-                                       stage.progress)
-        item_ids, _ = level_items(art, level)
-        update = _incremental_update(art, level, item_ids, vectors, mode, spec.p) if mode.incremental else None
-        if update and level == 1:
-            now = float(np.mean(hierarchy.cohesion(vectors, _index_groups(update.groups, item_ids))))
-            before = incremental.published_meta(art)["cohesion_l1"]
-            if now < before - incremental.COHESION_DROP:
-                mode = RunMode("full", f"level-1 cohesion fell from {before:.3f} to {now:.3f}",
-                               mode.added, mode.removed, mode.edited)
-                update = None
-        if level == 1:
-            mode.save(art)
-            context.log.info(f"{mode.mode} compile: {mode.reason}")
-        if update:
-            groups = update.groups
-            top = level == max(incremental.published_meta(art)["levels"])
-            changes = {"changed": update.changed, "removed": update.removed, "split": update.split,
-                       "delta": update.delta}
-        else:
-            n_clusters = hierarchy.cluster_count(len(item_ids), spec.p)
-            top = n_clusters < spec.k
-            if level == MAX_LEVELS and not top:
-                raise Failure(description=f"corpus '{spec.name}' needs more than {MAX_LEVELS} levels at p={spec.p}, "
-                              f"k={spec.k} ({len(item_ids)} items at level {level}); raise --p or --k")
-            labels = hierarchy.kmeans(vectors, n_clusters)
-            groups = [(f"L{level}-{c:04d}", [item_ids[i] for i in np.flatnonzero(labels == c)])
-                      for c in range(n_clusters)]
-            changes = {"changed": [g[0] for g in groups], "removed": [], "split": []}
-        node_ids = [g[0] for g in groups]
-        idx_groups = _index_groups(groups, item_ids)
-        place_frame = placement_rows(hierarchy.place(vectors, idx_groups, spec.tau), item_ids, node_ids)
-        clusters = pl.DataFrame({"node_id": node_ids, "members": [g[1] for g in groups]},
-                                schema={"node_id": pl.String, "members": pl.List(pl.String)})
-        art.write_matrix(art.level(level, "items.npy"), vectors)
-        art.write_table(art.level(level, "clusters.parquet"), clusters)
-        art.write_table(art.level(level, "clusters_placements.parquet"), place_frame)
-        art.write_json(art.level(level, "changes.json"), changes)
-        status = {"used": True, "top": top, "items": len(item_ids), "clusters": len(groups), "mode": mode.mode,
-                  "cohesion": round(float(np.mean(hierarchy.cohesion(vectors, idx_groups))), 6)}
-        art.write_json(art.level(level, "status.json"), status)
-        sizes = [len(g) for g in idx_groups]
-        extra = {**mode.counts(), "reason": mode.reason, "clusters_changed": len(changes["changed"])} if level == 1 else {}
-        return stage.done(
-            table_version(clusters, place_frame, extra=matrix_version(vectors)),
-            {**status, **extra, "soft_assigned": int(place_frame["runner_up"].is_not_null().sum()),
-             "largest_cluster": max(sizes), "smallest_cluster": min(sizes)},
-        )
-
-    return _clusters
 
 
 def _index_groups(groups: list[tuple[str, list[str]]], item_ids: list[str]) -> list[list[int]]:
@@ -222,119 +240,144 @@ def _index_groups(groups: list[tuple[str, list[str]]], item_ids: list[str]) -> l
     return [[index[m] for m in members] for _, members in groups]
 
 
-def _incremental_update(art: CorpusArtifacts, level: int, item_ids: list[str], vectors: np.ndarray,
-                        mode: RunMode, p: int) -> incremental.LevelUpdate:
-    previous = incremental.previous_groups(art, level)
-    if level == 1:
-        edited = set(mode.edited)
-        return incremental.update_level(previous, item_ids, vectors, leave=set(mode.removed) | edited,
-                                        insert=sorted(set(mode.added) | edited), touched_items=edited,
-                                        split_above=2 * p)
-    known = {m for _, members in previous for m in members}
-    below = art.read_json(art.level(level - 1, "changes.json"))
-    # A parent absorbs a change when a child's summary (its routing text) was rewritten.
-    rewritten = art.read_json(art.level(level - 1, "summary_changes.json"))["resummarised"]
-    return incremental.update_level(previous, item_ids, vectors, leave=set(below["removed"]),
-                                    insert=[m for m in item_ids if m not in known],
-                                    touched_items=set(rewritten), split_above=None)
+# -- the stages (rows of the recipe) ---------------------------------------------------------------
+
+def clusters(stage: Stage, workspace: WorkspaceResource, encoder: EncoderResource, llm: LLMResource,
+             config=None):
+    """K-Means into ceil(n/p) clusters with soft assignment — or, on an incremental compile,
+    the published clusters updated in place."""
+    level, number = Level.of(stage.level), stage.level
+    spec, art = stage.corpus, stage.artifacts
+    mode = level.run_mode(stage, llm, encoder, full=bool(config and config.full))
+    why = level.unused_because(art)
+    if why:
+        return _unused(stage, why)
+    vectors = level.item_vectors(stage, workspace, encoder)
+    item_ids, _ = level.items(art)
+    update = level.update(art, item_ids, vectors, mode, spec.p) if mode.incremental else None
+    mode, update = level.settle(stage, mode, update, vectors, item_ids)
+    if update:
+        groups = update.groups
+        top = number == max(incremental.published_meta(art)["levels"])
+        changes = {"changed": update.changed, "removed": update.removed, "split": update.split,
+                   "delta": update.delta}
+    else:
+        n_clusters = hierarchy.cluster_count(len(item_ids), spec.p)
+        top = n_clusters < spec.k
+        if number == MAX_LEVELS and not top:
+            raise Failure(description=f"corpus '{spec.name}' needs more than {MAX_LEVELS} levels at p={spec.p}, "
+                          f"k={spec.k} ({len(item_ids)} items at level {number}); raise --p or --k")
+        labels = hierarchy.kmeans(vectors, n_clusters)
+        groups = [(f"L{number}-{c:04d}", [item_ids[i] for i in np.flatnonzero(labels == c)])
+                  for c in range(n_clusters)]
+        changes = {"changed": [g[0] for g in groups], "removed": [], "split": []}
+    node_ids = [g[0] for g in groups]
+    idx_groups = _index_groups(groups, item_ids)
+    place_frame = placement_rows(hierarchy.place(vectors, idx_groups, spec.tau), item_ids, node_ids)
+    frame = pl.DataFrame({"node_id": node_ids, "members": [g[1] for g in groups]},
+                         schema={"node_id": pl.String, "members": pl.List(pl.String)})
+    art.write_matrix(art.level(number, "items.npy"), vectors)
+    art.write_table(art.level(number, "clusters.parquet"), frame)
+    art.write_table(art.level(number, "clusters_placements.parquet"), place_frame)
+    art.write_json(art.level(number, "changes.json"), changes)
+    status = {"used": True, "top": top, "items": len(item_ids), "clusters": len(groups), "mode": mode.mode,
+              "cohesion": round(float(np.mean(hierarchy.cohesion(vectors, idx_groups))), 6)}
+    art.write_json(art.level(number, "status.json"), status)
+    sizes = [len(g) for g in idx_groups]
+    return stage.done(
+        table_version(frame, place_frame, extra=matrix_version(vectors)),
+        {**status, **level.build_metadata(mode, changes),
+         "soft_assigned": int(place_frame["runner_up"].is_not_null().sum()),
+         "largest_cluster": max(sizes), "smallest_cluster": min(sizes)},
+    )
 
 
-def build_summaries(level: int) -> AssetsDefinition:
-    @asset(key=summaries_key(level), partitions_def=corpus_partitions, group_name="hierarchy",
-           deps=upstream_of(summaries_key(level).to_user_string()), code_version=SUMMARIES_VERSION, pool="llm", retry_policy=LLM_RETRY)
-    @stops_on_interrupt
-    def _summaries(context: AssetExecutionContext, workspace: WorkspaceResource, llm: LLMResource):
-        stage = Stage(f"summaries/level_{level}", context, workspace)
-        art = stage.artifacts
-        status = art.level_status(level)
-        if not status["used"]:
-            return stage.done(f"unused-{level}", {"used": False})
-        item_ids, _ = level_items(art, level)
-        vectors = art.read_matrix(art.level(level, "items.npy"))
-        groups = _groups_of(art.read_table(art.level(level, "clusters.parquet")))
-        inputs = cluster_inputs(art, level, groups, vectors, {m: i for i, m in enumerate(item_ids)})
-        runner = stage.runner(llm, SUMMARIES_VERSION)
-        if status.get("mode") == "incremental":
-            # Kept clusters keep their published summaries (and so their routing text) until
-            # enough of their members changed; new clusters are always summarised.
-            delta = art.read_json(art.level(level, "changes.json")).get("delta", {})
-            old, stale_before = incremental.previous_nodes(art, level), incremental.previous_staleness(art, level)
-            stale = {g[0]: stale_before.get(g[0], 0) + delta.get(g[0], 0) for g in groups}
-            targets = [i for i, (node_id, members) in enumerate(groups)
-                       if node_id not in old or incremental.needs_summary(stale[node_id], len(members))]
-            fresh = dict(zip(targets, runner.run("summary", inputs, ClusterSummary, targets=targets)))
-            summaries = [fresh.get(i) or _kept_summary(old[g[0]]) for i, g in enumerate(groups)]
-        else:
-            targets, stale = list(range(len(groups))), {}
-            summaries = runner.run("summary", inputs, ClusterSummary)
-        rewritten = [groups[i][0] for i in targets]
-        kept = set(stale) - set(rewritten)
-        art.write_json(art.level(level, "summary_changes.json"), {
-            "resummarised": rewritten, "staleness": {g[0]: stale[g[0]] if g[0] in kept else 0 for g in groups}})
-        frame = summary_rows(groups, inputs, summaries)
-        art.write_table(art.level(level, "summarised.parquet"), frame)
-        preview = [{"node": r["node_id"], "label": r["label"], "docs": r["size"], "description": r["description"][:120]}
-                   for r in frame.iter_rows(named=True)]
-        return stage.done(table_version(frame), {"clusters": frame.height, "summaries_rewritten": len(rewritten),
-                                                 "summaries_kept": len(groups) - len(rewritten),
-                                                 "summaries": markdown_table(preview)})
-
-    return _summaries
+def summaries(stage: Stage, workspace: WorkspaceResource, llm: LLMResource):
+    """A summary per cluster; on an incremental compile, kept clusters keep theirs until enough
+    of their members changed."""
+    level = stage.level
+    art = stage.artifacts
+    status = art.level_status(level)
+    if not status["used"]:
+        return stage.done(f"unused-{level}", {"used": False})
+    item_ids, _ = Level.of(level).items(art)
+    vectors = art.read_matrix(art.level(level, "items.npy"))
+    groups = _groups_of(art.read_table(art.level(level, "clusters.parquet")))
+    inputs = cluster_inputs(art, level, groups, vectors, {m: i for i, m in enumerate(item_ids)})
+    runner = stage.runner(llm)
+    if status.get("mode") == "incremental":
+        # Kept clusters keep their published summaries (and so their routing text) until
+        # enough of their members changed; new clusters are always summarised.
+        delta = art.read_json(art.level(level, "changes.json")).get("delta", {})
+        old, stale_before = incremental.previous_nodes(art, level), incremental.previous_staleness(art, level)
+        stale = {g[0]: stale_before.get(g[0], 0) + delta.get(g[0], 0) for g in groups}
+        targets = [i for i, (node_id, members) in enumerate(groups)
+                   if node_id not in old or incremental.needs_summary(stale[node_id], len(members))]
+        fresh = dict(zip(targets, runner.run("summary", inputs, ClusterSummary, targets=targets)))
+        found = [fresh.get(i) or _kept_summary(old[g[0]]) for i, g in enumerate(groups)]
+    else:
+        targets, stale = list(range(len(groups))), {}
+        found = runner.run("summary", inputs, ClusterSummary)
+    rewritten = [groups[i][0] for i in targets]
+    kept = set(stale) - set(rewritten)
+    art.write_json(art.level(level, "summary_changes.json"), {
+        "resummarised": rewritten, "staleness": {g[0]: stale[g[0]] if g[0] in kept else 0 for g in groups}})
+    frame = summary_rows(groups, inputs, found)
+    art.write_table(art.level(level, "summarised.parquet"), frame)
+    preview = [{"node": r["node_id"], "label": r["label"], "docs": r["size"], "description": r["description"][:120]}
+               for r in frame.iter_rows(named=True)]
+    return stage.done(table_version(frame), {"clusters": frame.height, "summaries_rewritten": len(rewritten),
+                                             "summaries_kept": len(groups) - len(rewritten),
+                                             "summaries": markdown_table(preview)})
 
 
-def build_repartition(level: int) -> AssetsDefinition:
-    @asset(key=repartition_key(level), partitions_def=corpus_partitions, group_name="hierarchy",
-           deps=upstream_of(repartition_key(level).to_user_string()), code_version=REPARTITION_VERSION, pool="llm", retry_policy=LLM_RETRY)
-    @stops_on_interrupt
-    def _repartition(context: AssetExecutionContext, workspace: WorkspaceResource, llm: LLMResource):
-        """Verify-and-repartition: siblings judged in batches of ≤60 for confusable pairs and mixed
-        clusters; each cluster is touched at most once, and touched clusters are re-summarised."""
-        stage = Stage(f"repartition/level_{level}", context, workspace)
-        spec, art = stage.corpus, stage.artifacts
-        status = art.level_status(level)
-        if not status["used"]:
-            return stage.done(f"unused-{level}", {"used": False})
-        if status.get("mode") == "incremental":
-            # An incremental compile keeps the published partition: repartitioning would move paths.
-            frame = art.read_table(art.level(level, "summarised.parquet"))
-            place_frame = art.read_table(art.level(level, "clusters_placements.parquet"))
-            art.write_table(art.level(level, "repartitioned.parquet"), frame)
-            art.write_table(art.level(level, "repartitioned_placements.parquet"), place_frame)
-            return stage.done(table_version(frame, place_frame), {"skipped": "incremental compile", "clusters": frame.height})
-        item_ids, item_titles = level_items(art, level)
-        item_index = {m: i for i, m in enumerate(item_ids)}
-        vectors = art.read_matrix(art.level(level, "items.npy"))
-        summarised = art.read_table(art.level(level, "summarised.parquet"))
-        groups = _groups_of(summarised)
-        idx_groups = [[item_index[m] for m in members] for _, members in groups]
-        requests = _repartition_requests(spec.p, level, summarised, vectors, idx_groups,
-                                         dict(zip(item_ids, item_titles)))
-        runner = stage.runner(llm, REPARTITION_VERSION)
-        verdicts = runner.run("repartition", requests, RepartitionVerdict)
-        outcome = apply_verdicts(groups, verdicts, vectors, item_index, spec.p,
-                                 max_clusters=spec.k - 1 if status["top"] else None)
-        for warning in outcome.ignored:
-            context.log.warning(f"repartition/level_{level}: ignored {warning}")
-        final_groups = outcome.groups
-        inputs = cluster_inputs(art, level, final_groups, vectors, item_index)
-        old = {r["node_id"]: r for r in summarised.iter_rows(named=True)}
-        touched = [i for i, (node_id, members) in enumerate(final_groups)
-                   if node_id in outcome.touched or node_id not in old]
-        fresh = dict(zip(touched, runner.run("summary", inputs, ClusterSummary, targets=touched)))
-        summaries = [fresh.get(i) or _kept_summary(old[g[0]]) for i, g in enumerate(final_groups)]
-        frame = summary_rows(final_groups, inputs, summaries)
-        node_ids = [g[0] for g in final_groups]
-        placements = hierarchy.place(vectors, [[item_index[m] for m in g[1]] for g in final_groups], spec.tau)
-        place_frame = placement_rows(placements, item_ids, node_ids)
+def repartition(stage: Stage, workspace: WorkspaceResource, llm: LLMResource):
+    """Verify-and-repartition: siblings judged in batches of ≤60 for confusable pairs and mixed
+    clusters; each cluster is touched at most once, and touched clusters are re-summarised."""
+    level = stage.level
+    spec, art = stage.corpus, stage.artifacts
+    status = art.level_status(level)
+    if not status["used"]:
+        return stage.done(f"unused-{level}", {"used": False})
+    if status.get("mode") == "incremental":
+        # An incremental compile keeps the published partition: repartitioning would move paths.
+        frame = art.read_table(art.level(level, "summarised.parquet"))
+        place_frame = art.read_table(art.level(level, "clusters_placements.parquet"))
         art.write_table(art.level(level, "repartitioned.parquet"), frame)
         art.write_table(art.level(level, "repartitioned_placements.parquet"), place_frame)
-        report = outcome.report()
-        return stage.done(table_version(frame, place_frame),
-                          {**report, "clusters": frame.height,
-                           "soft_assigned": int(place_frame["runner_up"].is_not_null().sum()),
-                           "notes": MetadataValue.md("\n".join(f"- {v.notes}" for v in verdicts if v.notes) or "_none_")})
-
-    return _repartition
+        return stage.done(table_version(frame, place_frame), {"skipped": "incremental compile", "clusters": frame.height})
+    item_ids, item_titles = Level.of(level).items(art)
+    item_index = {m: i for i, m in enumerate(item_ids)}
+    vectors = art.read_matrix(art.level(level, "items.npy"))
+    summarised = art.read_table(art.level(level, "summarised.parquet"))
+    groups = _groups_of(summarised)
+    idx_groups = [[item_index[m] for m in members] for _, members in groups]
+    requests = _repartition_requests(spec.p, level, summarised, vectors, idx_groups,
+                                     dict(zip(item_ids, item_titles)))
+    runner = stage.runner(llm)
+    verdicts = runner.run("repartition", requests, RepartitionVerdict)
+    outcome = apply_verdicts(groups, verdicts, vectors, item_index, spec.p,
+                             max_clusters=spec.k - 1 if status["top"] else None)
+    for warning in outcome.ignored:
+        stage.context.log.warning(f"{stage.name}: ignored {warning}")
+    final_groups = outcome.groups
+    inputs = cluster_inputs(art, level, final_groups, vectors, item_index)
+    old = {r["node_id"]: r for r in summarised.iter_rows(named=True)}
+    touched = [i for i, (node_id, members) in enumerate(final_groups)
+               if node_id in outcome.touched or node_id not in old]
+    fresh = dict(zip(touched, runner.run("summary", inputs, ClusterSummary, targets=touched)))
+    found = [fresh.get(i) or _kept_summary(old[g[0]]) for i, g in enumerate(final_groups)]
+    frame = summary_rows(final_groups, inputs, found)
+    node_ids = [g[0] for g in final_groups]
+    placements = hierarchy.place(vectors, [[item_index[m] for m in g[1]] for g in final_groups], spec.tau)
+    place_frame = placement_rows(placements, item_ids, node_ids)
+    art.write_table(art.level(level, "repartitioned.parquet"), frame)
+    art.write_table(art.level(level, "repartitioned_placements.parquet"), place_frame)
+    report = outcome.report()
+    return stage.done(table_version(frame, place_frame),
+                      {**report, "clusters": frame.height,
+                       "soft_assigned": int(place_frame["runner_up"].is_not_null().sum()),
+                       "notes": MetadataValue.md("\n".join(f"- {v.notes}" for v in verdicts if v.notes) or "_none_")})
 
 
 def _kept_summary(row: dict) -> ClusterSummary:
@@ -453,10 +496,3 @@ def apply_verdicts(groups: list[tuple[str, list[str]]], verdicts: list[Repartiti
     return outcome
 
 
-def level_assets() -> list[AssetsDefinition]:
-    assets = []
-    for level in range(1, MAX_LEVELS + 1):
-        assets += [build_clusters(level), build_summaries(level)]
-        if level in REPARTITION_LEVELS:
-            assets.append(build_repartition(level))
-    return assets

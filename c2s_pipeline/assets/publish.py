@@ -11,26 +11,17 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from dagster import (
-    AssetCheckResult,
-    AssetCheckSeverity,
-    AssetCheckSpec,
-    AssetExecutionContext,
-    Failure,
-    MetadataValue,
-    asset,
-)
+from dagster import AssetCheckResult, AssetCheckSeverity, AssetExecutionContext, Failure, MetadataValue
 from dagster_aws.s3 import S3Resource
 
 from .. import __version__, incremental
-from ..artifacts import MAX_LEVELS, CorpusArtifacts, table_version
+from ..artifacts import CorpusArtifacts, table_version
 from ..diagnostics import NAVIGABILITY, TreeInputs, diagnose, navigability_metadata, soft_members
 from c2s_core.docstore import StoredDocument, write_document_store
 from c2s_core.encoder import embed_with_cache
 from c2s_core.layout import DOCUMENT_STORE_FILE, ENTITY_INDEX_FILE, MANIFEST_FILE, TERM_INDEX_FILE
-from c2s_core.llm.base import usage_sum
+from c2s_core.llm.base import TASKS, usage_sum
 from c2s_core.llm.schemas import Entities, EntitiesInput
-from ..partitions import corpus_partitions
 from c2s_core.atomic_publish import publish, staging_dir
 from c2s_core.navrows import DocCard, doc_stub, group_stub
 from ..render import NodeExtras, render_node
@@ -41,27 +32,16 @@ from c2s_core.term_index import TITLE_MARK, build_term_index, parse_term_index
 from c2s_core.text import clip, sha256_hex
 from ..forest import Forest, Node, build_forest
 from ..validate import check_tree
-from ._stage import LLM_RETRY, Stage, markdown_table, stops_on_interrupt
+from ..recipe import MAX_LEVELS
+from ._stage import Stage, markdown_table
 from .corpus import SOURCE_STATE_FILE
-from .graph import upstream_of
 
 ENTITY_TEXTS, ENTITY_CHARS = 30, 600
 EXEMPLARS = 3
 RELATED_SKILLS = 3
 SKILL_ENTITIES_SHOWN = 8
-ENTITIES_VERSION = "entities-1"
 STAGED_FILE = "staged.json"
 STATE_METADATA = "source_state"  # the corpus state (source + settings) a published tree compiled
-WARNING_CHECKS = {"nav_file_sizes"}
-CHECKS = {
-    "every_document_placed_once": "every accepted document is a primary row of exactly one leaf",
-    "frontmatter_valid": "nav-file frontmatter passes the Agent Skills rules",
-    "nav_file_sizes": "nav-file sizes; warns above 2 KB",
-    "depth_within_bound": "tree depth ≤ ceil(log_p N) + 1",
-    "no_empty_cluster": "every nav file lists documents or sub-groups",
-    "sibling_labels_unique": "labels unique among siblings",
-    "term_index_rows": "every place in term_index.txt is a document row of its leaf",
-}
 
 
 def _entity_texts(node: Node, cards: dict, texts: dict, found: dict[str, Entities]) -> list[str]:
@@ -75,17 +55,12 @@ def _mentions(entity: str, texts: list[str]) -> int:
     return sum(1 for t in texts if pattern.search(t))
 
 
-@asset(partitions_def=corpus_partitions, group_name="publish", deps=upstream_of("entities"),
-       code_version=ENTITIES_VERSION, pool="llm", retry_policy=LLM_RETRY)
-@stops_on_interrupt
-def entities(context: AssetExecutionContext, workspace: WorkspaceResource, llm: LLMResource):
-    """≤12 named entities and ≤4 document types per cluster, bottom-up; the top-level skills'
-    related skills by entity Jaccard overlap."""
-    stage = Stage("entities", context, workspace)
+def entities(stage: Stage, workspace: WorkspaceResource, llm: LLMResource):
+    """Entities per cluster, bottom-up (a parent reads its children's), and related skills."""
     art = stage.artifacts
     forest = build_forest(art)
     cards, texts = _cards(art), _texts(art)
-    runner = stage.runner(llm, ENTITIES_VERSION)
+    runner = stage.runner(llm)
     kept = _kept_entities(art)
     found: dict[str, Entities] = {}
     rows = []
@@ -197,20 +172,9 @@ def _entity_index(forest: Forest, art: CorpusArtifacts) -> dict[str, list[dict]]
     return {name: sorted(entries, key=lambda e: (-e["mentions"], e["path"])) for name, entries in ordered}
 
 
-def _check_specs() -> list[AssetCheckSpec]:
-    return [AssetCheckSpec(name, asset="staged_tree", description=d, blocking=name not in WARNING_CHECKS)
-            for name, d in CHECKS.items()]
-
-
-@asset(partitions_def=corpus_partitions, group_name="publish", deps=upstream_of("staged_tree"),
-       code_version="staged_tree-6", check_specs=_check_specs(), kinds={"markdown"})
-def staged_tree(context: AssetExecutionContext, workspace: WorkspaceResource, llm: LLMResource,
-                encoder: EncoderResource):
-    """The rendered forest (SKILL.md / INDEX.md), entity_index.json, term_index.txt, the
-    document store and manifest.json (with the tree's navigability diagnostics), written to a
-    staging folder beside the corpus's output path and checked there. A failed blocking check
-    fails this step, so ``skill_tree`` never publishes the tree."""
-    stage = Stage("staged_tree", context, workspace)
+def staged_tree(stage: Stage, workspace: WorkspaceResource, llm: LLMResource, encoder: EncoderResource):
+    """Render the forest and its indexes into the staging folder, and check them there."""
+    context = stage.context
     spec, art = stage.corpus, stage.artifacts
     mode = incremental.RunMode.load(art)
     forest = build_forest(art, incremental.previous_names(art) if mode.incremental else None)
@@ -282,14 +246,9 @@ def staged_tree(context: AssetExecutionContext, workspace: WorkspaceResource, ll
     )
 
 
-@asset(partitions_def=corpus_partitions, group_name="publish", deps=upstream_of("skill_tree"),
-       code_version="skill_tree-2", kinds={"markdown"})
-def skill_tree(context: AssetExecutionContext, workspace: WorkspaceResource, s3: S3Resource):
-    """The checked tree swapped in atomically at the corpus's output path (and, when the corpus
-    names an S3 target, published there as a new release); records what it published as the
-    base of the next incremental compile, the source state it compiled and the path of its HTML
-    view (``c2s view``)."""
-    stage = Stage("skill_tree", context, workspace)
+def skill_tree(stage: Stage, workspace: WorkspaceResource, s3: S3Resource):
+    """Publish the staged tree and keep what it was built from as the next compile's base."""
+    context = stage.context
     spec, art = stage.corpus, stage.artifacts
     staged_info = art.read_json(STAGED_FILE)
     staged, out = Path(staged_info["staged"]), Path(spec.out)
@@ -374,7 +333,7 @@ def build_manifest(spec, art: CorpusArtifacts, forest: Forest, files: dict[str, 
         "parameters": {"p": spec.p, "k": spec.k, "tau": spec.tau, "max_levels": MAX_LEVELS},
         "provider": {"name": provider.name, "model": provider.model,
                      "card_model": getattr(provider, "card_model", provider.model),
-                     "prompt_versions": {t: provider.prompt_version(t) for t in ("card", "summary", "repartition", "entities")}},
+                     "prompt_versions": {t: provider.prompt_version(t) for t in TASKS}},
         "encoder": encoder.model,
         "stats": {
             "documents": {k: ingest[k] for k in ("accepted", "rejected", "duplicate", "ignored_hidden", "excluded")},
