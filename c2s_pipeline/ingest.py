@@ -26,7 +26,7 @@ from pathlib import Path
 
 from bs4 import BeautifulSoup
 
-from c2s_core.text import sha256_hex
+from c2s_core.text import UNPRINTABLE, sha256_hex
 
 TEXT_SUFFIXES = {".md", ".markdown", ".txt"}
 HTML_SUFFIXES = {".html", ".htm"}
@@ -355,7 +355,7 @@ class _Collector:
         doc_id = doc_id.strip()
         text = text.strip()
         title = " ".join(title.split())
-        if not doc_id or len(doc_id) > MAX_ID_LENGTH or re.search(r"[\x00-\x1f`]", doc_id):
+        if not doc_id or len(doc_id) > MAX_ID_LENGTH or "`" in doc_id or UNPRINTABLE.search(doc_id):
             self.reject(source, f"invalid id {doc_id[:80]!r}: needs 1-{MAX_ID_LENGTH} chars, no control chars or backticks")
             return
         if not text:
