@@ -22,6 +22,26 @@ MAX_LEVELS = 5
 REPARTITION_LEVELS = (1, 2)
 
 
+class ArtifactError(ValueError):
+    """An artifact file exists but cannot be read; the message names it, the reason and the fix."""
+
+    def __init__(self, path: Path, exc: BaseException):
+        reason = " ".join(str(exc).split())[:300] or type(exc).__name__
+        super().__init__(f"artifact {path} is unreadable ({type(exc).__name__}: {reason}); rerun the compile "
+                         "with --full to rebuild it (c2s compile --full, or run config "
+                         "ops: {clusters__level_1: {config: {full: true}}})")
+
+
+def _read(path: Path, load):
+    """``load(path)``, with a missing file asking for its upstream and a damaged one for a rebuild."""
+    if not path.exists():
+        raise FileNotFoundError(f"artifact {path} is missing: materialize its upstream asset first")
+    try:
+        return load(path)
+    except (OSError, ValueError, EOFError, pl.exceptions.PolarsError) as exc:
+        raise ArtifactError(path, exc) from exc
+
+
 @dataclass(frozen=True)
 class CorpusArtifacts:
     root: Path
@@ -38,10 +58,7 @@ class CorpusArtifacts:
         return path
 
     def read_table(self, name: str) -> pl.DataFrame:
-        path = self.root / name
-        if not path.exists():
-            raise FileNotFoundError(f"artifact {path} is missing: materialize its upstream asset first")
-        return pl.read_parquet(path)
+        return _read(self.root / name, pl.read_parquet)
 
     def write_matrix(self, name: str, matrix: np.ndarray) -> Path:
         path = self.path(name)
@@ -49,7 +66,7 @@ class CorpusArtifacts:
         return path
 
     def read_matrix(self, name: str) -> np.ndarray:
-        return np.load(self.root / name)
+        return _read(self.root / name, np.load)
 
     def write_json(self, name: str, data: Any) -> Path:
         path = self.path(name)
@@ -57,10 +74,7 @@ class CorpusArtifacts:
         return path
 
     def read_json(self, name: str) -> Any:
-        path = self.root / name
-        if not path.exists():
-            raise FileNotFoundError(f"artifact {path} is missing: materialize its upstream asset first")
-        return json.loads(path.read_text())
+        return _read(self.root / name, lambda path: json.loads(path.read_text(encoding="utf-8")))
 
     # -- per-level files -----------------------------------------------------------------------
     @staticmethod
@@ -89,11 +103,15 @@ class CorpusArtifacts:
         self.write_json(f"stages/{stage.replace('/', '__')}.json", stats)
         return stats
 
-    def stage_records(self) -> dict[str, dict]:
-        """Each stage's last timing and call counts, in pipeline order."""
+    def stage_records(self, before: str | None = None) -> dict[str, dict]:
+        """Each stage's last timing and call counts, in pipeline order; with ``before``, only the
+        stages that run before that one (a run's later records are still the previous run's)."""
         folder = self.root / "stages"
-        records = {p.stem.replace("__", "/"): json.loads(p.read_text()) for p in folder.glob("*.json")}
-        return {name: records[name] for name in sorted(records, key=stage_rank)}
+        names = {p.stem.replace("__", "/"): p for p in folder.glob("*.json")}
+        if before is not None:
+            names = {name: p for name, p in names.items() if stage_rank(name) < stage_rank(before)}
+        return {name: _read(names[name], lambda path: json.loads(path.read_text(encoding="utf-8")))
+                for name in sorted(names, key=stage_rank)}
 
 
 _STAGE_ORDER = {"documents": 0, "doc_cards": 1, "doc_embeddings": 2, "clusters": 0, "summaries": 1,

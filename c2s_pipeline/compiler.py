@@ -36,7 +36,7 @@ from c2s_core.llm.clients import LLMError
 from .locks import COMPILE_ID_TAG, LockBusy, compile_lock
 from c2s_core.atomic_publish import OutputError, check_output
 from .resources import LLMResource
-from .workspace import CorpusSpec, LLMSettings, Workspace
+from .workspace import CorpusSpec, LLMSettings, RegistryError, Workspace
 
 # The caller reports a failure itself (``failure_message``) and the run's event log keeps every
 # detail, so Dagster's console logger stays silent: no stack trace for a clean stop (a spent
@@ -114,7 +114,7 @@ def compile_corpus(spec: CorpusSpec, workspace: Workspace, instance: DagsterInst
             state = corpus_state(spec, corpus_fingerprint(spec, workspace.home, S3Resource()))
             tags = {**compile_tags(spec, "cli", state), COMPILE_ID_TAG: compile_id, "dagster/partition": spec.name}
             result = _execute(instance, {**compile_run_config(spec, workspace.home, full=full), **QUIET_LOGS}, tags)
-    except LockBusy as exc:
+    except (LockBusy, RegistryError) as exc:
         raise CompileError(str(exc)) from exc
     if not result.success:
         if interrupted(result):

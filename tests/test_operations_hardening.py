@@ -167,3 +167,139 @@ def test_a_failed_swap_puts_the_old_tree_back_and_removes_the_staging(tmp_path, 
         publish(stage, out, "notes")
     assert (out / "SKILL.md").read_text() == "old tree"
     assert not stage.exists() and [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+# -- 14: damaged state names its file; --full and a set-aside cache recover -----------------------
+
+
+def test_a_corrupted_cache_is_set_aside_with_a_warning_and_rebuilt(tmp_path, caplog):
+    from c2s_core.cache import ItemCache
+
+    path = tmp_path / "cache.sqlite"
+    cache = ItemCache(path)
+    cache.put_json("cards", {f"k{i}": "x" * 200 for i in range(2000)})
+    cache._con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    cache.close()
+    with open(path, "r+b") as handle:  # the header survives: the damage shows on the first read
+        handle.seek(8192)
+        handle.write(os.urandom(40000))
+    cache = ItemCache(path)
+    with caplog.at_level("WARNING"):
+        assert cache.get_json("cards", ["k1", "k2"]) == {}
+    aside = cache.set_aside
+    assert aside is not None and aside.exists() and aside.name.startswith("cache.sqlite.corrupt-")
+    assert f"{path} is corrupted (database disk image is malformed); it was moved to {aside}" in caplog.text
+    cache.put_json("cards", {"k1": 1})
+    assert cache.get_json("cards", ["k1"]) == {"k1": 1}
+
+    cache.close()
+    for part in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        part.unlink(missing_ok=True)
+    path.write_bytes(os.urandom(5000))  # a header that is not SQLite's: set aside on opening
+    reopened = ItemCache(path)
+    assert reopened.set_aside is not None and reopened.get_json("cards", ["k1"]) == {}
+
+
+def test_damaged_artifacts_name_the_file_and_full_rebuilds(tmp_path):
+    home = tmp_path / "home"
+    spec = spec_for(tmp_path, notes(tmp_path / "corpus"))
+    first = compile_corpus(spec, Workspace(home))
+    artifacts = home / "artifacts" / spec.name
+    damaged = [p for p in artifacts.rglob("*") if p.suffix in (".json", ".parquet", ".npy")]
+    assert len(damaged) > 20
+    for path in damaged:
+        path.write_bytes(os.urandom(100))
+    (home / "cache.sqlite").write_bytes(os.urandom(5000))
+    for extra in ("cache.sqlite-wal", "cache.sqlite-shm"):
+        (home / extra).unlink(missing_ok=True)
+
+    with pytest.raises(CompileError, match=rf"artifact {artifacts}/\S+ is unreadable \(.*\); rerun the compile "
+                                           "with --full"):
+        compile_corpus(spec, Workspace(home))
+    assert list(home.glob("cache.sqlite.corrupt-*")), "the damaged cache was set aside"
+    rebuilt = compile_corpus(spec, Workspace(home), full=True)
+    assert rebuilt["build"]["mode"] == "full" and rebuilt["doc_paths"].keys() == first["doc_paths"].keys()
+    assert "skill_tree" not in rebuilt["stages"]  # the manifest holds this run's stages only
+
+
+@pytest.mark.parametrize("garbage", [os.urandom(64) + b"\xff", b"- just\n- a list\n", b"corpora: {x: 5}\n",
+                                     b"corpora: {x: {source: 1}}\n", b"a: b: c\n"])
+def test_a_garbage_registry_names_the_file(tmp_path, garbage):
+    home = tmp_path / "home"
+    write(home / "corpora.yaml", garbage)
+    with pytest.raises(CompileError, match=rf"{home / 'corpora.yaml'} is not a valid corpus registry"):
+        compile_corpus(spec_for(tmp_path, notes(tmp_path / "corpus")), Workspace(home))
+
+
+# -- 15: a tree that failed its checks is never published, whatever is materialized ---------------
+
+
+@pytest.fixture
+def instance(tmp_path, monkeypatch):
+    from dagster import instance_for_test
+
+    home = tmp_path / "home"
+    write(home / "dagster.yaml", "telemetry:\n  enabled: false\n")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    with instance_for_test(temp_dir=str(home)) as instance:
+        yield instance
+
+
+def test_a_tree_that_failed_a_blocking_check_is_neither_materialized_nor_published(tmp_path, instance,
+                                                                                   monkeypatch):
+    from dagster import AssetCheckKey, AssetKey, AssetRecordsFilter, execute_job, reconstructable
+
+    from c2s_pipeline.assets import publish as publish_stage
+    from c2s_pipeline.automation import compile_run_config
+    from c2s_pipeline.compiler import failure_message
+    from c2s_pipeline.definitions import compile_job_def
+    from c2s_pipeline.validate import check_tree
+
+    home = tmp_path / "home"
+    spec = spec_for(tmp_path, notes(tmp_path / "corpus"))
+    compile_corpus(spec, Workspace(home), instance=instance)
+    live = Path(spec.out) / "manifest.json"
+    good = live.read_text()
+
+    def misplaced(*args, **kwargs):
+        outcomes = check_tree(*args, **kwargs)
+        for o in outcomes:
+            if o.name == "every_document_placed_once":
+                o.passed, o.description = False, "note-3.md is a primary row of 2 leaves"
+        return outcomes
+
+    monkeypatch.setattr(publish_stage, "check_tree", misplaced)
+    with pytest.raises(CompileError, match="failed its checks and was not published.*every_document_placed_once: "
+                                           "note-3.md is a primary row of 2 leaves"):
+        compile_corpus(spec, Workspace(home), instance=instance)
+    monkeypatch.undo()
+
+    def materializations(key: str) -> int:
+        return len(instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=AssetKey(key), asset_partitions=[spec.name]), limit=10).records)
+
+    assert materializations("staged_tree") == 1  # the first, passing run's only
+    # The failed check is recorded for the UI all the same: the second run's evaluation failed.
+    history = instance.event_log_storage.get_asset_check_execution_history(
+        AssetCheckKey(AssetKey("staged_tree"), "every_document_placed_once"), limit=5)
+    assert [r.event.asset_check_evaluation.passed for r in history] == [False, True]
+
+    # "Materialize selected" on skill_tree alone finds nothing checked to publish.
+    def skill_tree_alone():
+        return execute_job(reconstructable(compile_job_def), instance, raise_on_error=False,
+                           asset_selection=[AssetKey("skill_tree")], run_config=compile_run_config(spec, home),
+                           tags={"dagster/partition": spec.name})
+
+    result = skill_tree_alone()
+    assert not result.success and "no checked tree is staged for 'notes'" in failure_message(result)
+    assert live.read_text() == good and materializations("skill_tree") == 1
+
+    # Nor does a staged tree whose manifest records a failed check (one left by an older c2s).
+    staged = staged_path(Path(spec.out))
+    manifest = json.loads((staged / "manifest.json").read_text())
+    assert not manifest["checks"]["every_document_placed_once"]["passed"]
+    write(home / "artifacts" / spec.name / "staged.json", json.dumps({"staged": str(staged)}))
+    result = skill_tree_alone()
+    assert not result.success and "refusing to publish the staged tree" in failure_message(result)
+    assert "it failed every_document_placed_once" in failure_message(result)
+    assert live.read_text() == good and materializations("skill_tree") == 1
