@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from dagster import (
@@ -33,7 +34,7 @@ from c2s_core.layout import MANIFEST_FILE
 from .definitions import compile_job_def
 from .executors import compile_executor
 from c2s_core.llm.clients import LLMError
-from .locks import COMPILE_ID_TAG, LockBusy, compile_lock
+from .locks import COMPILE_ID_TAG, HEARTBEAT_TAG, LockBusy, compile_lock, heartbeat
 from c2s_core.atomic_publish import OutputError, check_output
 from .resources import LLMResource
 from .workspace import CorpusSpec, LLMSettings, RegistryError, Workspace
@@ -140,10 +141,12 @@ def _execute(instance: DagsterInstance, run_config: dict, tags: dict):
     from dagster._core.execution.api import execute_run
 
     job = reconstructable(compile_job_def)
+    tags = {**tags, HEARTBEAT_TAG: str(int(time.time()))}
     run = instance.create_run_for_job(job_def=job.get_definition(), run_config=run_config, tags=tags,
                                       remote_job_origin=code_location_origin(),
                                       job_code_origin=job.get_python_origin())
-    return execute_run(job, run, instance)
+    with heartbeat(instance, run.run_id):  # run monitoring fails the run if this process dies
+        return execute_run(job, run, instance)
 
 
 def reexecute_from_failure(run_id: str, instance: DagsterInstance):

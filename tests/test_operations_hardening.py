@@ -303,3 +303,99 @@ def test_a_tree_that_failed_a_blocking_check_is_neither_materialized_nor_publish
     assert not result.success and "refusing to publish the staged tree" in failure_message(result)
     assert "it failed every_document_placed_once" in failure_message(result)
     assert live.read_text() == good and materializations("skill_tree") == 1
+
+
+# -- 16, 17: a killed c2s compile is failed by run monitoring, and retried once -------------------
+
+
+@pytest.fixture
+def monitored(tmp_path, monkeypatch):
+    """An instance with the shipped settings (the c2s launcher, run monitoring), a short heartbeat
+    timeout, and the sensor and schedule off: nothing but run monitoring looks at the runs."""
+    import yaml
+    from dagster import DagsterInstance
+
+    from .conftest import ROOT
+
+    home = tmp_path / "home"
+    config = yaml.safe_load((ROOT / "dagster.yaml").read_text())
+    config["run_launcher"]["config"]["heartbeat_timeout_seconds"] = 4
+    write(home / "dagster.yaml", yaml.safe_dump(config))
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    with DagsterInstance.from_config(str(home)) as instance:
+        yield home, instance
+
+
+def _wait_for(predicate, seconds: float, what: str):
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(0.2)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def test_run_monitoring_fails_a_killed_compile_and_the_sensor_retries_it_once(tmp_path, monitored):
+    import logging
+    import signal
+    import time
+
+    from dagster import DagsterRunStatus, RunsFilter
+    from dagster._daemon.monitoring.run_monitoring import monitor_started_run
+    from dagster_aws.s3 import S3Resource
+
+    from c2s_pipeline.automation import RETRY_OF_TAG, compile_decision
+    from c2s_pipeline.definitions import compile_job_def
+    from c2s_pipeline.locks import CORPUS_TAG, HEARTBEAT_TAG, KILLED_TAG, fail_killed_run, runs_in_flight
+
+    from .conftest import ROOT
+
+    home, instance = monitored
+    spec = spec_for(tmp_path, notes(tmp_path / "corpus", 40))
+    script = ("import sys; from c2s_pipeline.compiler import compile_corpus; "
+              "from c2s_pipeline.workspace import CorpusSpec, Workspace; "
+              "compile_corpus(CorpusSpec.model_validate_json(sys.argv[1]), Workspace(sys.argv[2]))")
+    env = {**os.environ, "DAGSTER_HOME": str(home), "C2S_HEARTBEAT_SECONDS": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", script, spec.model_dump_json(), str(home)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        first_beat: dict[str, str] = {}
+
+        def beating_run():  # started, and its heartbeat has changed since first seen
+            runs = instance.get_runs(RunsFilter(tags={CORPUS_TAG: spec.name}, statuses=[DagsterRunStatus.STARTED]))
+            if not runs:
+                return None
+            beat = first_beat.setdefault(runs[0].run_id, runs[0].tags[HEARTBEAT_TAG])
+            return runs[0] if runs[0].tags[HEARTBEAT_TAG] != beat else None
+
+        run = _wait_for(beating_run, 120, "the compile's run to start and beat")
+        record = instance.get_run_record_by_id(run.run_id)
+        monitor_started_run(instance, None, record, logging.getLogger("test"))  # alive: left alone
+        assert instance.get_run_by_id(run.run_id).status == DagsterRunStatus.STARTED
+        proc.send_signal(signal.SIGKILL)  # what the OOM killer sends
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert runs_in_flight(instance, spec.name), "the dead run still holds its corpus"
+    time.sleep(5)  # past the heartbeat timeout
+    monitor_started_run(instance, None, instance.get_run_record_by_id(run.run_id), logging.getLogger("test"))
+    dead = instance.get_run_by_id(run.run_id)
+    assert dead.status == DagsterRunStatus.FAILURE and dead.tags[KILLED_TAG] == "true"
+    assert not runs_in_flight(instance, spec.name)  # a queued run of the corpus may go ahead
+    failure = instance.all_logs(run.run_id)[-1].message
+    assert "stopped its heartbeat" in failure and "killed" in failure
+
+    # A killed compile is retried once, whatever its trigger; a killed retry waits for a change.
+    registered = Workspace(home).corpus(spec.name)
+    decision = compile_decision(registered, home, instance, S3Resource())
+    assert decision.needed and decision.retry_of == run.run_id and "was killed; retrying it once" in decision.reason
+    retry = instance.create_run_for_job(job_def=compile_job_def(), tags={
+        CORPUS_TAG: spec.name, "c2s/state": decision.state, RETRY_OF_TAG: run.run_id,
+        "dagster/partition": spec.name})
+    fail_killed_run(instance, retry, "killed again")
+    decision = compile_decision(registered, home, instance, S3Resource())
+    assert not decision.needed and "killed again on its retry" in decision.reason
