@@ -37,14 +37,14 @@ def staging_dir(out: Path) -> Path:
 
 
 def tree_owner(out: Path) -> str | None:
-    """The corpus whose published tree ``out`` is, or None when c2s did not publish it."""
-    for name, required in ((MARKER_FILE, "corpus"), (MANIFEST_FILE, "c2s_version")):  # manifest: older trees
-        try:
-            found = json.loads((Path(out) / name).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(found, dict) and required in found and isinstance(found.get("corpus"), str):
-            return found["corpus"]
+    """The corpus whose published tree ``out`` is, or None when c2s did not publish it. Only the
+    marker counts: a ``manifest.json`` is easy to have (or copy) in a folder c2s does not own."""
+    try:
+        found = json.loads((Path(out) / MARKER_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if isinstance(found, dict) and isinstance(found.get("corpus"), str):
+        return found["corpus"]
     return None
 
 
@@ -53,6 +53,10 @@ def check_output(out: Path, corpus: str) -> None:
     out = Path(out)
     if out.is_symlink() or (out.exists() and not out.is_dir()):
         raise OutputError(f"--out {out} is not a directory; choose a folder for the compiled tree")
+    if os.path.ismount(out):
+        # Publishing renames --out aside and the new tree into its place; a mount point cannot move.
+        raise OutputError(f"--out {out} is a mount point, which c2s cannot replace by renaming; "
+                          f"choose a folder inside it (e.g. {out / 'tree'})")
     if not out.exists() or not any(out.iterdir()):
         return
     owner = tree_owner(out)
@@ -71,19 +75,33 @@ def publish(stage: Path, out: Path, corpus: str) -> None:
     except OutputError:
         shutil.rmtree(stage, ignore_errors=True)
         raise
-    (stage / MARKER_FILE).write_text(json.dumps({"corpus": corpus, "manifest": MANIFEST_FILE}) + "\n",
-                                     encoding="utf-8")
-    swap_in(stage, out)
+    try:
+        (stage / MARKER_FILE).write_text(json.dumps({"corpus": corpus, "manifest": MANIFEST_FILE}) + "\n",
+                                         encoding="utf-8")
+        swap_in(stage, out)
+    except OSError as exc:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise OutputError(f"could not publish into {out}: {exc.strerror or exc}; the staged tree was removed "
+                          "and the previous tree, if any, keeps serving") from exc
 
 
 def swap_in(stage: Path, dest: Path) -> None:
-    """Put the folder ``stage`` at ``dest`` by renames: readers see the old folder or the new one."""
+    """Put the folder ``stage`` at ``dest`` by renames: readers see the old folder or the new one.
+    When a rename fails, the old folder stays (or is put back) at ``dest`` and ``stage`` is removed."""
     dest = Path(dest)
-    if dest.exists():
-        previous = dest.parent / f".{dest.name}.previous-{os.getpid()}"
-        os.replace(dest, previous)
-        os.replace(stage, dest)
-        shutil.rmtree(previous, ignore_errors=True)
-    else:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(stage, dest)
+    try:
+        if dest.exists():
+            previous = dest.parent / f".{dest.name}.previous-{os.getpid()}"
+            os.replace(dest, previous)
+            try:
+                os.replace(stage, dest)
+            except OSError:
+                os.replace(previous, dest)
+                raise
+            shutil.rmtree(previous, ignore_errors=True)
+        else:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(stage, dest)
+    except OSError:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise

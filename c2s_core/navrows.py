@@ -194,7 +194,9 @@ def parse_nav_file(text: str, path: str) -> NavFile:
     nav.level, nav.documents = _int(extra.get("level")), _int(extra.get("documents"))
     folder = posixpath.dirname(path)
     section, summary = "", []
-    for line in body.splitlines():
+    # Rows end at "\n" only: str.splitlines would also break a row at a control or separator
+    # character inside a title (\x1e, \x85, \u2028), which trees before escaping may hold.
+    for line in body.split("\n"):
         line = line.rstrip()
         if line.startswith("## "):
             section = next((v for k, v in _SECTIONS.items() if line.startswith(k)), "other")

@@ -25,7 +25,28 @@ _GLUED_SENTENCE = re.compile(r"(?<=[a-z])\.(?=[A-Z])")
 _WORD_SPLIT = re.compile(r"[^A-Za-z0-9_\-.']+")
 # Sentence ends: punctuation then space, or punctuation glued to a capitalised word ("users.You").
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9*])|(?<=[a-z0-9][.!?])(?=[A-Z][a-z])|\n+")
-_MARKDOWN_NOISE = re.compile(r"[*_`#>|]+|!\[[^\]]*\]\([^)]*\)|\[([^\]]*)\]\([^)]*\)")
+# Underscores count as emphasis only at a word's edge (``_word_``); inside one they are part of an
+# identifier (``dh_installxmlcatalogs``, ``MAX_FILE_BYTES``) that grep and title search must find.
+_EDGE_UNDERSCORES = r"(?<!\w)_+|_+(?!\w)"
+_EMPHASIS = re.compile(r"[*`]+|" + _EDGE_UNDERSCORES)
+_MARKDOWN_NOISE = re.compile(r"[*`#>|]+|" + _EDGE_UNDERSCORES + r"|!\[[^\]]*\]\([^)]*\)|\[([^\]]*)\]\([^)]*\)")
+
+
+# Characters that steer a terminal or an editor rather than print: C0/C1 controls (ANSI escapes,
+# carriage returns that overwrite a line, NUL), the Unicode line and paragraph separators (which
+# split a line for str.splitlines) and bidirectional overrides that reorder text.
+UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str, keep: str = "\n\t") -> str:
+    """``text`` with control and bidi-override characters shown as escapes (``\\x1b``,
+    ``\\u202e``), except those in ``keep`` (newlines and tabs by default)."""
+    def escape(match: re.Match) -> str:
+        char = match.group()
+        if char in keep:
+            return char
+        return f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
+    return UNPRINTABLE.sub(escape, text)
 
 
 def sha256_hex(*parts: str | bytes) -> str:
@@ -40,6 +61,12 @@ def strip_markdown(text: str) -> str:
     """Markdown to plain prose: links keep their text, emphasis and table bars go."""
     text = _MARKDOWN_NOISE.sub(lambda m: m.group(1) or " ", text)
     return re.sub(r"[ \t]+", " ", text)
+
+
+def strip_emphasis(text: str) -> str:
+    """Markdown emphasis and code marks (``*``, backticks, edge underscores) removed; words and
+    identifiers kept whole."""
+    return _EMPHASIS.sub("", text)
 
 
 def tokens(text: str) -> list[str]:

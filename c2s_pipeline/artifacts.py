@@ -20,6 +20,26 @@ from c2s_core.text import sha256_hex
 from .recipe import LEVELS, STAGES, final_nodes_file, final_placements_file, level_file, stage_rank
 
 
+class ArtifactError(ValueError):
+    """An artifact file exists but cannot be read; the message names it, the reason and the fix."""
+
+    def __init__(self, path: Path, exc: BaseException):
+        reason = " ".join(str(exc).split())[:300] or type(exc).__name__
+        super().__init__(f"artifact {path} is unreadable ({type(exc).__name__}: {reason}); rerun the compile "
+                         "with --full to rebuild it (c2s compile --full, or run config "
+                         "ops: {clusters_l1: {config: {full: true}}})")
+
+
+def _read(path: Path, load):
+    """``load(path)``, with a missing file asking for its upstream and a damaged one for a rebuild."""
+    if not path.exists():
+        raise FileNotFoundError(f"artifact {path} is missing: materialize its upstream asset first")
+    try:
+        return load(path)
+    except (OSError, ValueError, EOFError, pl.exceptions.PolarsError) as exc:
+        raise ArtifactError(path, exc) from exc
+
+
 @dataclass(frozen=True)
 class CorpusArtifacts:
     root: Path
@@ -36,10 +56,7 @@ class CorpusArtifacts:
         return path
 
     def read_table(self, name: str) -> pl.DataFrame:
-        path = self.root / name
-        if not path.exists():
-            raise FileNotFoundError(f"artifact {path} is missing: materialize its upstream asset first")
-        return pl.read_parquet(path)
+        return _read(self.root / name, pl.read_parquet)
 
     def write_matrix(self, name: str, matrix: np.ndarray) -> Path:
         path = self.path(name)
@@ -47,7 +64,7 @@ class CorpusArtifacts:
         return path
 
     def read_matrix(self, name: str) -> np.ndarray:
-        return np.load(self.root / name)
+        return _read(self.root / name, np.load)
 
     def write_json(self, name: str, data: Any) -> Path:
         path = self.path(name)
@@ -55,10 +72,7 @@ class CorpusArtifacts:
         return path
 
     def read_json(self, name: str) -> Any:
-        path = self.root / name
-        if not path.exists():
-            raise FileNotFoundError(f"artifact {path} is missing: materialize its upstream asset first")
-        return json.loads(path.read_text())
+        return _read(self.root / name, lambda path: json.loads(path.read_text(encoding="utf-8")))
 
     # -- per-level files -----------------------------------------------------------------------
     @staticmethod
@@ -85,11 +99,15 @@ class CorpusArtifacts:
         self.write_json(f"stages/{stage}.json", stats)
         return stats
 
-    def stage_records(self) -> dict[str, dict]:
+    def stage_records(self, before: str | None = None) -> dict[str, dict]:
         """Each stage's last timing and call counts, in the recipe's order (records of stages no
-        longer in the recipe, left by an older c2s, are not listed)."""
-        records = {p.stem: json.loads(p.read_text()) for p in (self.root / "stages").glob("*.json")}
-        return {name: records[name] for name in sorted(records.keys() & STAGES.keys(), key=stage_rank)}
+        longer in the recipe, left by an older c2s, are not listed); with ``before``, only the
+        stages that run before that one (a run's later records are still the previous run's)."""
+        files = {p.stem: p for p in (self.root / "stages").glob("*.json") if p.stem in STAGES}
+        if before is not None:
+            files = {name: p for name, p in files.items() if stage_rank(name) < stage_rank(before)}
+        return {name: _read(files[name], lambda path: json.loads(path.read_text(encoding="utf-8")))
+                for name in sorted(files, key=stage_rank)}
 
     def record_version(self, stage: str, version: str) -> None:
         self.path("versions", stage).write_text(version)

@@ -8,7 +8,8 @@ with no config (a backfill, the launchpad) reads the same registration in its re
 One rule, :func:`compile_decision`, says whether a corpus needs a run: its *state* (source
 fingerprint + registered settings) differs from the state its last successful ``skill_tree``
 materialization recorded, no run of it is in flight, and the last run of that very state did
-not fail (a failed corpus waits for its source or settings to change).
+not fail (a failed corpus waits for its source or settings to change; a run interrupted by Ctrl-C
+is requested again, and a killed one, by SIGKILL or the OOM killer, is retried once).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from dagster_aws.s3 import S3Resource
 from .assets import compile_assets
 from .assets.corpus import corpus_fingerprint, corpus_state
 from .assets.publish import STATE_METADATA
-from .locks import CORPUS_TAG, fail_abandoned_runs, runs_in_flight
+from .locks import CORPUS_TAG, KILLED_TAG, fail_abandoned_runs, runs_in_flight
 from .partitions import corpus_partitions
 from .recipe import RECIPE
 from .resources import WorkspaceResource
@@ -52,6 +53,7 @@ STATE_TAG = "c2s/state"
 TRIGGER_TAG = "c2s/trigger"
 INTERRUPTED_TAG = "c2s/interrupted"
 SKILL_TREE = AssetKey("skill_tree")
+RETRY_OF_TAG = "c2s/retry_of"  # a run retrying a killed one; a killed retry is not retried again
 
 compile_job = define_asset_job(
     JOB_NAME, selection=AssetSelection.assets(*compile_assets), partitions_def=corpus_partitions,
@@ -77,6 +79,7 @@ class Decision:
     needed: bool
     reason: str
     state: str | None = None
+    retry_of: str | None = None  # the killed run this one retries
 
 
 def compiled_state(instance: DagsterInstance, corpus: str) -> str | None:
@@ -105,8 +108,13 @@ def compile_decision(spec: CorpusSpec, home: Path, instance: DagsterInstance, s3
     last = list(instance.get_runs(RunsFilter(tags={CORPUS_TAG: spec.name, STATE_TAG: state}), limit=1))
     # An interrupted compile (Ctrl-C) did not fail on the corpus: it may be requested again.
     if last and last[0].status == DagsterRunStatus.FAILURE and INTERRUPTED_TAG not in last[0].tags:
-        return Decision(False, f"its last compile failed (run {last[0].run_id}); waiting for its source or "
-                               "settings to change", state)
+        # A killed one (the OOM killer, SIGKILL) may not have either: it is retried once.
+        if KILLED_TAG in last[0].tags and RETRY_OF_TAG not in last[0].tags:
+            return Decision(True, f"its last compile (run {last[0].run_id}) was killed; retrying it once", state,
+                            retry_of=last[0].run_id)
+        return Decision(False, f"its last compile failed (run {last[0].run_id}"
+                               + (", killed again on its retry" if KILLED_TAG in last[0].tags else "")
+                               + "); waiting for its source or settings to change", state)
     return Decision(True, "source or settings changed since the last compile", state)
 
 
@@ -119,9 +127,11 @@ def _requests(context, workspace: WorkspaceResource, s3: S3Resource, trigger: st
         if not decision.needed:
             skipped.append(f"{name}: {decision.reason}")
             continue
-        requests.append(RunRequest(partition_key=name, run_key=run_key(name, decision.state),
+        retry = {RETRY_OF_TAG: decision.retry_of} if decision.retry_of else {}
+        key = run_key(name, decision.state) + (f":retry-of:{decision.retry_of}" if decision.retry_of else "")
+        requests.append(RunRequest(partition_key=name, run_key=key,
                                    run_config=compile_run_config(spec, workspace.workspace.home),
-                                   tags=compile_tags(spec, trigger, decision.state)))
+                                   tags={**compile_tags(spec, trigger, decision.state), **retry}))
     for line in skipped:
         context.log.info(f"no run for corpus {line}")
     return requests, skipped

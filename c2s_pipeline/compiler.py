@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from dagster import (
@@ -33,10 +34,10 @@ from c2s_core.layout import MANIFEST_FILE
 from .definitions import compile_job_def
 from .executors import compile_executor
 from c2s_core.llm.clients import LLMError
-from .locks import COMPILE_ID_TAG, LockBusy, compile_lock
+from .locks import COMPILE_ID_TAG, HEARTBEAT_TAG, LockBusy, compile_lock, heartbeat
 from c2s_core.atomic_publish import OutputError, check_output
 from .resources import LLMResource
-from .workspace import CorpusSpec, LLMSettings, Workspace
+from .workspace import CorpusSpec, LLMSettings, RegistryError, Workspace
 
 # The caller reports a failure itself (``failure_message``) and the run's event log keeps every
 # detail, so Dagster's console logger stays silent: no stack trace for a clean stop (a spent
@@ -114,7 +115,7 @@ def compile_corpus(spec: CorpusSpec, workspace: Workspace, instance: DagsterInst
             state = corpus_state(spec, corpus_fingerprint(spec, workspace.home, S3Resource()))
             tags = {**compile_tags(spec, "cli", state), COMPILE_ID_TAG: compile_id, "dagster/partition": spec.name}
             result = _execute(instance, {**compile_run_config(spec, workspace.home, full=full), **QUIET_LOGS}, tags)
-    except LockBusy as exc:
+    except (LockBusy, RegistryError) as exc:
         raise CompileError(str(exc)) from exc
     if not result.success:
         if interrupted(result):
@@ -140,10 +141,12 @@ def _execute(instance: DagsterInstance, run_config: dict, tags: dict):
     from dagster._core.execution.api import execute_run
 
     job = reconstructable(compile_job_def)
+    tags = {**tags, HEARTBEAT_TAG: str(int(time.time()))}
     run = instance.create_run_for_job(job_def=job.get_definition(), run_config=run_config, tags=tags,
                                       remote_job_origin=code_location_origin(),
                                       job_code_origin=job.get_python_origin())
-    return execute_run(job, run, instance)
+    with heartbeat(instance, run.run_id):  # run monitoring fails the run if this process dies
+        return execute_run(job, run, instance)
 
 
 def reexecute_from_failure(run_id: str, instance: DagsterInstance):

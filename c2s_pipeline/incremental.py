@@ -11,7 +11,6 @@ when the accumulated change, or the loss of cluster cohesion, says the old shape
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 
@@ -64,13 +63,13 @@ def build_fingerprint(spec, provider, encoder_model: str) -> dict:
 
 def published_meta(art: CorpusArtifacts) -> dict | None:
     path = art.root / PUBLISHED / "meta.json"
-    return json.loads(path.read_text()) if path.exists() else None
+    return art.read_json(f"{PUBLISHED}/meta.json") if path.exists() else None
 
 
 def decide(art: CorpusArtifacts, docs: pl.DataFrame, fingerprint: dict, force_full: bool) -> RunMode:
-    meta = published_meta(art)
-    if force_full:
+    if force_full:  # before reading the published base, so --full recovers from a damaged one
         return RunMode("full", "a full rebuild was requested")
+    meta = published_meta(art)
     if meta is None:
         return RunMode("full", "no published tree to update")
     if meta["build"] != fingerprint:
@@ -107,7 +106,7 @@ def previous_nodes(art: CorpusArtifacts, level: int) -> dict[str, dict]:
 def previous_staleness(art: CorpusArtifacts, level: int) -> dict[str, int]:
     """Member changes each published node of ``level`` has absorbed since its summary was written."""
     path = art.root / PUBLISHED / f"staleness_{level}.json"
-    return json.loads(path.read_text()) if path.exists() else {}
+    return art.read_json(f"{PUBLISHED}/staleness_{level}.json") if path.exists() else {}
 
 
 def previous_entities(art: CorpusArtifacts) -> dict[str, dict]:
@@ -119,7 +118,7 @@ def previous_entities(art: CorpusArtifacts) -> dict[str, dict]:
 
 def previous_names(art: CorpusArtifacts) -> dict[str, str]:
     path = art.root / PUBLISHED / "names.json"
-    return json.loads(path.read_text()) if path.exists() else {}
+    return art.read_json(f"{PUBLISHED}/names.json") if path.exists() else {}
 
 
 @dataclass

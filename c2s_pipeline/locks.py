@@ -5,11 +5,19 @@ process that died.
 and writes a compile id into them, which its run also carries as a tag. The kernel releases a
 lock when its process dies, however it dies; so a lock that can be taken while a run with its
 compile id is still in flight means that run's process is gone, and the run is failed.
+
+Its run also carries a heartbeat (a tag the process rewrites every few seconds), which the
+instance's run monitoring enforces (``c2s_pipeline.launcher``): the daemon fails a CLI run whose
+heartbeat stopped, so no other run of the corpus waits behind a dead one for a sensor tick or the
+next ``c2s compile``. A run failed either way is tagged ``c2s/killed``: the sensor retries it once.
 """
 
 from __future__ import annotations
 
 import fcntl
+import os
+import threading
+import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +28,8 @@ from c2s_core.text import sha256_hex
 from .workspace import CorpusSpec
 
 COMPILE_ID_TAG = "c2s/compile_id"  # ties a CLI run to the lock its process holds
+HEARTBEAT_TAG = "c2s/heartbeat"  # unix time of the CLI run's last sign of life
+KILLED_TAG = "c2s/killed"  # the run's process died without finishing (SIGKILL, the OOM killer)
 CORPUS_TAG = "c2s/corpus"
 PARTITION_TAG = "dagster/partition"  # every compile asset is partitioned by corpus
 IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
@@ -107,7 +117,41 @@ def _fail_abandoned(instance: DagsterInstance, compile_id: str) -> list[str]:
     """The lock was free, so the process that last held it is gone: its unfinished runs died."""
     failed = []
     for run in _runs_of(instance, compile_id):
-        instance.report_run_failed(run, "the c2s compile process running this run exited without finishing "
-                                        "(killed?); rerun the compile, or re-execute this run from failure")
+        fail_killed_run(instance, run, "the c2s compile process running this run exited without finishing "
+                                       "(killed?); rerun the compile, or re-execute this run from failure")
         failed.append(run.run_id)
     return failed
+
+
+def fail_killed_run(instance: DagsterInstance, run: DagsterRun, message: str) -> None:
+    """Mark ``run`` as killed (the sensor retries such a run once) and fail it."""
+    instance.add_run_tags(run.run_id, {KILLED_TAG: "true"})
+    instance.report_run_failed(run, message)
+
+
+def heartbeat_seconds() -> float:
+    """How often a CLI run beats (``$C2S_HEARTBEAT_SECONDS``, default 10)."""
+    return float(os.environ.get("C2S_HEARTBEAT_SECONDS") or 10)
+
+
+@contextmanager
+def heartbeat(instance: DagsterInstance, run_id: str, every: float | None = None):
+    """Rewrite the run's heartbeat tag every ``every`` seconds while the block runs, from a
+    daemon thread: it stops with the process, however the process ends."""
+    every = heartbeat_seconds() if every is None else every
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(every):
+            try:
+                instance.add_run_tags(run_id, {HEARTBEAT_TAG: str(int(time.time()))})
+            except Exception:  # noqa: BLE001 - a missed beat is retried; the run must go on
+                continue
+
+    thread = threading.Thread(target=beat, name=f"c2s-heartbeat-{run_id[:8]}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)

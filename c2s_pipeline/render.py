@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from c2s_core.frontmatter import render_frontmatter
 from c2s_core.layout import SECTION_DOCUMENTS, SECTION_EXAMPLES, SECTION_RELATED, SECTION_SEE_ALSO, SECTION_SUBGROUPS
 from c2s_core.navrows import DocCard, doc_rows, example_row, group_row
-from c2s_core.text import content_tokens
+from c2s_core.text import content_tokens, printable
 from .forest import Forest, Node
 
 @dataclass
@@ -70,7 +70,10 @@ def render_node(node: Node, cards: dict[str, DocCard], extras: NodeExtras, fores
         body = [f"{SECTION_SUBGROUPS} ({len(node.children)})\n", *(group_row(child) for child in node.children)]
     if _size(head + body + see_also + examples + related) > NAV_FILE_TARGET_BYTES:
         examples = _examples(extras.examples, cards, with_one_line=False)  # their own rows say the rest
-    return "\n".join(head + body + see_also + examples + related).rstrip() + "\n"
+    # Titles and summaries come from documents: a control character would reach whoever cats the
+    # file (an ANSI escape, a carriage return hiding a row), so each is written as an escape.
+    # Document ids never hold one (ingest rejects them), so rows still name their documents.
+    return printable("\n".join(head + body + see_also + examples + related).rstrip(), keep="\n") + "\n"
 
 
 def _examples(doc_ids: list[str], cards: dict[str, DocCard], with_one_line: bool) -> list[str]:

@@ -82,12 +82,30 @@ class Workspace:
     def corpora(self) -> dict[str, CorpusSpec]:
         if not self.registry_path.exists():
             return {}
+        fix = "fix or remove it, then register corpora again with c2s compile or c2s corpus add"
         try:
-            data = yaml.safe_load(self.registry_path.read_text()) or {}
-            return {name: CorpusSpec(name=name, **spec) for name, spec in (data.get("corpora") or {}).items()}
-        except (yaml.YAMLError, ValidationError, TypeError, AttributeError) as exc:
-            detail = " ".join(str(exc).split())
-            raise RegistryError(f"{self.registry_path} is not a valid corpus registry: {detail[:300]}") from None
+            data = yaml.safe_load(self.registry_path.read_text(encoding="utf-8")) or {}
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError) as exc:
+            detail = " ".join(str(exc).split()) or type(exc).__name__
+            raise RegistryError(f"{self.registry_path} is not a valid corpus registry (unreadable YAML: "
+                                f"{detail[:300]}); {fix}") from None
+        corpora = data.get("corpora") if isinstance(data, dict) else None
+        if not isinstance(data, dict) or not isinstance(corpora, (dict, type(None))):
+            raise RegistryError(f"{self.registry_path} is not a valid corpus registry: expected a mapping "
+                                f"'corpora: {{NAME: {{source: ..., out: ...}}}}'; {fix}")
+        found = {}
+        for name, spec in (corpora or {}).items():
+            if not isinstance(spec, dict):
+                raise RegistryError(f"{self.registry_path} is not a valid corpus registry: corpus {str(name)!r} "
+                                    f"is a {type(spec).__name__}, expected a mapping of settings; {fix}")
+            try:
+                found[str(name)] = CorpusSpec(name=str(name), **{str(k): v for k, v in spec.items()})
+            except (ValidationError, TypeError) as exc:
+                detail = ("; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors())
+                          if isinstance(exc, ValidationError) else " ".join(str(exc).split()))
+                raise RegistryError(f"{self.registry_path} is not a valid corpus registry: corpus {str(name)!r}: "
+                                    f"{detail[:300]}; {fix}") from None
+        return found
 
     def corpus(self, name: str) -> CorpusSpec:
         corpora = self.corpora()

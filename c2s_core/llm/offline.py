@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from .. import patterns
 from ..identifiers import extract_identifiers
-from ..text import candidate_phrases, class_tfidf, clip, key_phrases, sentences, sha256_hex, slugify
+from ..text import candidate_phrases, class_tfidf, clip, key_phrases, sentences, sha256_hex, slugify, strip_emphasis
 from .base import OnResult
 from .schemas import (
     MAX_DOC_TYPES,
@@ -31,7 +31,10 @@ from .schemas import (
     RepartitionVerdict,
 )
 
-PROMPT_VERSIONS = {"card": "offline-card-5", "summary": "offline-summary-4", "repartition": "offline-repartition-2", "entities": "offline-entities-2"}
+# Bumped when the output for the same input changes (card-6, summary-5, entities-3: identifiers
+# keep their inner underscores), so cached results from before are not reused.
+PROMPT_VERSIONS = {"card": "offline-card-6", "summary": "offline-summary-5", "repartition": "offline-repartition-2",
+                   "entities": "offline-entities-3"}
 T = TypeVar("T")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 
@@ -102,7 +105,7 @@ def make_card(item: CardInput) -> Card:
     heading = _HEADING.search(text)
     first_line = next((line.strip() for line in text.splitlines() if line.strip()), "")
     title = item.title or (heading.group(1) if heading else first_line)
-    title = clip(re.sub(r"[*_`]+", "", title), 120) or item.doc_id
+    title = clip(strip_emphasis(title), 120) or item.doc_id
     body = _HEADING.sub("", text, count=1) if heading and not item.title else text
     one_line = clip(_lead_sentence(body, title) or title, 200)
     # Identifiers come from the whole document: the ones that matter often sit deep in it.

@@ -2,6 +2,7 @@
 (``c2s_pipeline/recipe.py``), each depending on the stage before it."""
 
 import importlib
+import inspect
 
 from dagster import AssetCheckSpec, AssetExecutionContext, AssetKey, AssetsDefinition, Config, asset
 
@@ -36,7 +37,13 @@ def stage_asset(spec: StageSpec) -> AssetsDefinition:
         stage = Stage(spec, context, resources["workspace"])
         if spec.run_switches:
             resources["config"] = CompileConfig(**context.op_execution_context.op_config)
-        return compute(stage, **resources)
+        # A stage returns its result, or yields events first (staged_tree records its check
+        # results before it fails on a blocking one); Dagster sees one generator either way.
+        result = compute(stage, **resources)
+        if inspect.isgenerator(result):
+            yield from result
+        else:
+            yield result
 
     if spec.task:
         run = stops_on_interrupt(run)

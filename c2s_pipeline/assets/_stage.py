@@ -49,11 +49,12 @@ INTERRUPTED = "c2s/interrupted"  # marks the Failure of a step stopped by Ctrl-C
 
 def stops_on_interrupt(compute):
     """Dagster retries an interrupted step under its RetryPolicy; for c2s a Ctrl-C stops the run
-    (everything completed is cached, so a rerun resumes)."""
+    (everything completed is cached, so a rerun resumes). ``compute`` is a generator of the
+    step's events, as every stage asset's body is."""
     @functools.wraps(compute)
     def run(*args, **kwargs):
         try:
-            return compute(*args, **kwargs)
+            yield from compute(*args, **kwargs)
         except (DagsterExecutionInterruptedError, KeyboardInterrupt) as exc:
             raise Failure(description="interrupted; rerun to resume", allow_retries=False,
                           metadata={SELF_DESCRIBED: True, INTERRUPTED: True}) from exc

@@ -22,7 +22,7 @@ from c2s_core.encoder import embed_with_cache
 from c2s_core.layout import DOCUMENT_STORE_FILE, ENTITY_INDEX_FILE, MANIFEST_FILE, TERM_INDEX_FILE
 from c2s_core.llm.base import TASKS, usage_sum
 from c2s_core.llm.schemas import Entities, EntitiesInput
-from c2s_core.atomic_publish import publish, staging_dir
+from c2s_core.atomic_publish import OutputError, publish, staging_dir
 from c2s_core.navrows import DocCard, doc_stub, group_stub
 from ..render import NodeExtras, render_node
 from ..resources import EncoderResource, LLMResource, WorkspaceResource
@@ -33,7 +33,7 @@ from c2s_core.text import clip, sha256_hex
 from ..forest import Forest, Node, build_forest
 from ..validate import check_tree
 from ..recipe import MAX_LEVELS
-from ._stage import Stage, markdown_table
+from ._stage import SELF_DESCRIBED, Stage, markdown_table
 from .corpus import SOURCE_STATE_FILE
 
 ENTITY_TEXTS, ENTITY_CHARS = 30, 600
@@ -223,26 +223,33 @@ def staged_tree(stage: Stage, workspace: WorkspaceResource, llm: LLMResource, en
         shutil.rmtree(staged, ignore_errors=True)
         raise
     version = table_version(pl.DataFrame({"path": list(files), "text": list(files.values())}))
+    check_results = [AssetCheckResult(check_name=o.name, passed=o.passed, description=o.description,
+                                      metadata=o.metadata, severity=AssetCheckSeverity.WARN if not o.blocking
+                                      else AssetCheckSeverity.ERROR) for o in outcomes]
+    failed = [o for o in outcomes if o.blocking and not o.passed]
+    if failed:
+        # No materialization and nothing for skill_tree to publish: the checks are recorded, the
+        # step fails, and a later "Materialize selected" of skill_tree alone finds no staged tree.
+        (art.root / STAGED_FILE).unlink(missing_ok=True)
+        yield from check_results
+        raise Failure(description=f"staged_tree: the rendered tree failed its checks and was not published (the "
+                                  f"previous tree keeps serving; this one stays in {staged} for inspection): "
+                                  + "; ".join(f"{o.name}: {o.description}" for o in failed),
+                      metadata={SELF_DESCRIBED: True}, allow_retries=False)
     # What skill_tree needs to publish this tree and record it as the next incremental base.
     art.write_json(STAGED_FILE, {
         "staged": str(staged), "data_version": version, "names": {n.node_id: n.name for n in forest.nodes()},
         "fingerprint": incremental.build_fingerprint(spec, llm.for_corpus(spec), encoder.model),
         "llm_tasks": calls["made"] + calls["cached"]})
-    failed = [o.name for o in outcomes if o.blocking and not o.passed]
-    if failed:
-        context.log.error(f"the rendered tree failed {', '.join(failed)} and will not be published; it stays in "
-                          f"{staged} for inspection")
     stats = manifest["stats"]
-    return stage.done(
+    yield stage.done(
         version,
         {"staged": MetadataValue.path(str(staged)), "build_mode": mode.mode, "build_reason": mode.reason,
          **mode.counts(), **({"llm_calls_saved": saved} if saved is not None else {}),
          "nav_files": stats["nav_files"], "largest_nav_bytes": stats["nav_bytes"]["max"],
          "p95_nav_bytes": stats["nav_bytes"]["p95"], **navigability_metadata(manifest[NAVIGABILITY]),
          "navigability_seconds": MetadataValue.float(manifest["stages"]["staged_tree"]["navigability_seconds"])},
-        check_results=[AssetCheckResult(check_name=o.name, passed=o.passed, description=o.description,
-                                        metadata=o.metadata, severity=AssetCheckSeverity.WARN if not o.blocking
-                                        else AssetCheckSeverity.ERROR) for o in outcomes],
+        check_results=check_results,
     )
 
 
@@ -250,13 +257,28 @@ def skill_tree(stage: Stage, workspace: WorkspaceResource, s3: S3Resource):
     """Publish the staged tree and keep what it was built from as the next compile's base."""
     context = stage.context
     spec, art = stage.corpus, stage.artifacts
+    if not (art.root / STAGED_FILE).exists():
+        raise Failure(description=f"skill_tree: no checked tree is staged for '{spec.name}' (its last staged_tree "
+                                  "failed or never ran); materialize staged_tree first",
+                      metadata={SELF_DESCRIBED: True}, allow_retries=False)
     staged_info = art.read_json(STAGED_FILE)
     staged, out = Path(staged_info["staged"]), Path(spec.out)
     if not (staged / MANIFEST_FILE).exists():
         raise Failure(description=f"no staged tree at {staged}: materialize staged_tree for '{spec.name}' first")
     manifest = json.loads((staged / MANIFEST_FILE).read_text(encoding="utf-8"))
+    failed = sorted(name for name, check in manifest.get("checks", {}).items()
+                    if name not in WARNING_CHECKS and not check.get("passed"))
+    if failed or not manifest.get("checks"):
+        raise Failure(description=f"skill_tree: refusing to publish the staged tree at {staged}: "
+                                  + (f"it failed {', '.join(failed)}" if failed else "it records no checks")
+                                  + "; materialize staged_tree again", metadata={SELF_DESCRIBED: True},
+                      allow_retries=False)
     mode = incremental.RunMode.load(art)
-    publish(staged, out, spec.name)
+    try:
+        publish(staged, out, spec.name)
+    except OutputError as exc:
+        raise Failure(description=f"skill_tree: {exc}", metadata={SELF_DESCRIBED: True},
+                      allow_retries=False) from exc
     docs = art.read_table("documents.parquet")
     incremental.save_published(
         art, docs, {level: art.final_nodes(level) for level in art.used_levels()}, staged_info["names"],
@@ -318,7 +340,7 @@ def manifest_digest(out: Path) -> str:
 
 def build_manifest(spec, art: CorpusArtifacts, forest: Forest, files: dict[str, str], index: dict, outcomes,
                    llm: LLMResource, encoder: EncoderResource, stage: Stage) -> dict:
-    records = art.stage_records()
+    records = art.stage_records(before="staged_tree")
     records["staged_tree"] = {"seconds": round(time.perf_counter() - stage.started, 3),
                              "llm_calls": {"made": 0, "cached": 0}, "embeddings": {"computed": 0, "cached": 0}}
     sizes = sorted(len(t.encode("utf-8")) for t in files.values())
