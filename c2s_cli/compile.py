@@ -7,6 +7,8 @@ import json
 import logging
 import os
 import sys
+import time
+from datetime import datetime
 from pathlib import Path
 
 import typer
@@ -41,6 +43,30 @@ class _Bars:
             f"{llm.made} calls, {llm.cached} cached" + (f", [red]{llm.failed} failed[/]" if llm.failed else "")
             + (f", ${llm.cost_usd:.4f}" if llm.cost_usd else ""))}
         self.bars.update(self.tasks[stage], completed=done, total=total, **detail)
+
+
+class _Lines:
+    """Progress listener for a stderr that is not a terminal (a log file, CI, ``nohup``): a
+    timestamped line when a stage starts, at most every ``every`` seconds while it runs, and when
+    it is done, so a compile that fails late has said how far it got."""
+
+    def __init__(self, write, every: float = 10.0, clock=time.monotonic):
+        self.write, self.every, self.clock = write, every, clock
+        self.last: dict[str, float] = {}
+        self.finished: set[str] = set()
+
+    def update(self, stage: str, done: int, total: int, llm: LLMProgress | None = None) -> None:
+        now = self.clock()
+        first, complete = stage not in self.last, total > 0 and done >= total
+        if stage in self.finished or not (first or complete or now - self.last[stage] >= self.every):
+            return
+        self.last[stage] = now
+        if complete:
+            self.finished.add(stage)
+        detail = "" if llm is None else (f"; {llm.made} calls, {llm.cached} cached"
+                                         + (f", {llm.failed} failed" if llm.failed else "")
+                                         + (f", ${llm.cost_usd:.4f}" if llm.cost_usd else ""))
+        self.write(f"{datetime.now().strftime('%H:%M:%S')} {stage} {done}/{total}{detail}")
 
 
 def _route_library_logs(home: Path) -> None:
@@ -96,9 +122,12 @@ def compile_command(
         else:
             print_estimate(estimate, spec.llm.max_cost)
         return
+    # On a terminal, a live bar per stage; elsewhere (a log, CI) plain progress lines on stderr.
+    live = console.is_terminal and not as_json
     with Progress(TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.fields[detail]}"), console=console, transient=True, disable=as_json) as bars:
-        stage_progress.set_listener(_Bars(bars))
+                  TextColumn("{task.fields[detail]}"), console=console, transient=True, disable=not live) as bars:
+        stage_progress.set_listener(_Bars(bars) if live else
+                                    _Lines(lambda line: console.print(line, markup=False, highlight=False)))
         try:
             manifest = compile_corpus(spec, workspace, full=full)
         except (CompileInterrupted, KeyboardInterrupt):
@@ -190,7 +219,8 @@ def print_summary(manifest: dict, out: Path) -> None:
     if manifest["rejected"]:
         console.print(f"[yellow]{len(manifest['rejected'])} input(s) rejected:[/]")
         for row in manifest["rejected"][:20]:
-            console.print(f"  {row['source']}: {row['reason']}", highlight=False, markup=False)
+            # Names and reasons quote the input: control characters are shown, never sent to the terminal.
+            console.print(f"  {escape(row['source'], keep='')}: {escape(row['reason'], keep='')}", highlight=False)
         if len(manifest["rejected"]) > 20:
             console.print(f"  … and {len(manifest['rejected']) - 20} more (see {out / 'manifest.json'})", markup=False)
 

@@ -1,10 +1,12 @@
 """The c2s command line: a clear one-line error for each bad corpus, never a traceback."""
 
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
 
+from c2s_cli.compile import _Lines
 from c2s_cli.main import app
 
 runner = CliRunner()
@@ -111,3 +113,30 @@ def test_corpus_set_changes_only_the_settings_given(home):
     assert unknown.exit_code == 1 and "corpus 'nope' is not registered" in unknown.output
     bad = run("corpus", "set", "kb", "--provider", "gemini")
     assert bad.exit_code == 2 and "unknown LLM provider 'gemini'" in bad.output
+
+
+def test_progress_lines_off_a_terminal_say_each_stage_start_every_interval_and_end():
+    now, lines = [0.0], []
+    log = _Lines(lines.append, every=10.0, clock=lambda: now[0])
+    for t, done in ((0, 0), (3, 10), (9, 20), (12, 30), (15, 40), (23, 50), (24, 100), (30, 100)):
+        now[0] = t
+        log.update("doc_cards", done, 100)
+    assert [line.split(" ", 1)[1] for line in lines] == ["doc_cards 0/100", "doc_cards 30/100", "doc_cards 50/100",
+                                                          "doc_cards 100/100"]
+    assert all(re.fullmatch(r"\d\d:\d\d:\d\d doc_cards \d+/100", line) for line in lines)
+
+
+def test_a_compile_off_a_terminal_logs_its_progress_and_shows_rejected_names_inert(home):
+    corpus = home / "corpus"
+    corpus.mkdir()
+    for i in range(12):
+        (corpus / f"doc{i:02d}.md").write_text(f"# Topic {i}\n\nThis article explains setting number {i} in detail.")
+    (corpus / "evil\x1b[2J\nname.md").write_text("")  # rejected: empty; an escape and a newline in its name
+    result = run("compile", str(corpus), "--corpus", "small", "--out", str(home / "out"))
+    assert result.exit_code == 0, result.output
+    # CliRunner's stderr is no terminal: each stage that reports progress says when it is done, on a line.
+    done = [m.group(1) for m in re.finditer(r"^\d\d:\d\d:\d\d (\w+) (\d+)/\2\b", result.output, re.M)]
+    assert {"doc_cards", "doc_embeddings", "summaries_l1"} <= set(done), result.output
+    assert len(done) == len(set(done))
+    assert "\x1b" not in result.output
+    assert "evil\\x1b[2J\\x0aname.md: empty file" in result.output

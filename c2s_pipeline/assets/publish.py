@@ -32,10 +32,11 @@ from c2s_core.term_index import TITLE_MARK, build_term_index, parse_term_index
 from c2s_core.text import clip, sha256_hex
 from ..forest import Forest, Node, build_forest
 from ..validate import check_tree
-from ..recipe import MAX_LEVELS
+from ..recipe import MAX_LEVELS, STAGED_TREE_CHECKS
 from ._stage import SELF_DESCRIBED, Stage, markdown_table
 from .corpus import SOURCE_STATE_FILE
 
+WARNING_CHECKS = {check.name for check in STAGED_TREE_CHECKS if not check.blocking}  # all others block
 ENTITY_TEXTS, ENTITY_CHARS = 30, 600
 EXEMPLARS = 3
 RELATED_SKILLS = 3
