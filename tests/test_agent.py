@@ -375,7 +375,8 @@ def test_routing_reaches_a_document_the_tree_misfiles(searchable):
 def test_beam_width_follows_how_far_the_best_node_stands_out(searchable):
     from c2s_agent.agent import TurnBudget
     from c2s_core.navrows import Group
-    from c2s_agent.offline import Navigator, _Node
+    from c2s_agent.offline import Navigator
+    from c2s_core.navigation.engine import Node as _Node
     from c2s_core.navigation.beam import BEAM_MAX, BEAM_MIN
     from c2s_agent.tools import TreeTools
 
@@ -427,6 +428,7 @@ def test_a_title_that_restates_the_question_ranks_its_document_first(tmp_path, m
     """Known-item questions restate a title: the page titled so outranks pages whose titles hold
     the same words among others (a title's own words against the question's, see ``title_match``)."""
     from c2s_agent import offline
+    from c2s_core.navigation import engine
     from c2s_agent.tools import TreeTools
     from c2s_core.text import terms, title_match
 
@@ -437,7 +439,7 @@ def test_a_title_that_restates_the_question_ranks_its_document_first(tmp_path, m
     assert title_match(["read", "password", "file"], terms("getpw1(3) — get password file entry 1"), weights) < 0.5
     assert title_match(["read"], terms("The Password File"), weights) == 0.0
     assert offline.navigate(question, TreeTools(root), route=False).fetched[0] == target
-    monkeypatch.setattr(offline, "TITLE_WEIGHT", 0.0)  # without the title's signal the look-alikes win
+    monkeypatch.setattr(engine, "TITLE_WEIGHT", 0.0)  # without the title's signal the look-alikes win
     assert offline.navigate(question, TreeTools(root), route=False).fetched[0] != target
 
 
