@@ -394,6 +394,33 @@ def test_beam_width_follows_how_far_the_best_node_stands_out(searchable):
     assert set(answer("refund policy", searchable, beam=2).usage["widths"]) == {2}  # an explicit beam wins
 
 
+def test_thin_skills_jump_to_a_related_skill(tmp_path):
+    """When the skills the beam opens hold little of the question's term weight, the navigator
+    opens the best related skill they link to (a fallback the probe does not model)."""
+    root = tmp_path / "tree"
+    names = [f"topic-{c}" for c in "abcdefgh"]  # more skills than a beam opens
+    for i, name in enumerate(names):
+        folder = root / "skills" / name / "pages"
+        folder.mkdir(parents=True)
+        others = "\n".join(f"- [{o}](../{o}/SKILL.md) — shared: Support" for o in names if o != name)
+        (folder.parent / "SKILL.md").write_text(SKILL.replace("## Related skills\n\n- [{other}](../{other}/SKILL.md) — shared: Support",
+                                                              "## Related skills\n\n" + others).format(
+            name=name, description=f"Pages about topic {i}.", n=1, title=name, entities="Support", group="pages"))
+        (folder / "INDEX.md").write_text(INDEX.format(group="pages", description=f"Pages about topic {i}.", n=1,
+                                                      title="Pages", rows=f"- `doc-{i}` **Topic {i}** — page {i}"))
+    (root / "manifest.json").write_text(json.dumps({"stats": {"documents": {"accepted": len(names)}}}))
+    write_document_store(root / "documents.sqlite",
+                         [StoredDocument(f"doc-{i}", f"Topic {i}", f"Page {i}.", "h", "test") for i in range(len(names))])
+    question = "zebra xylophone quartet"  # no skill holds these words: every opened skill is thin
+    jumped = answer(question, root, route=False)
+    note, = [n for n in jumped.notes if n.startswith("related jump to ")]
+    target = note.removeprefix("related jump to ")
+    opened = {p.split("/")[1] for p in jumped.visited}
+    assert target in opened and len(opened) > max(jumped.usage["widths"][:1])  # one more skill than the beam's
+    plain = answer(question, root, route=False, related=False)
+    assert not any(n.startswith("related jump") for n in plain.notes) and target not in {p.split("/")[1] for p in plain.visited}
+
+
 def test_inner_nodes_are_listed_and_only_leaves_are_read(searchable):
     result = answer("How long do refunds take?", searchable, route=False)
     commands = [c.input["command"] for c in result.trace if c.tool == "code_execution"]
