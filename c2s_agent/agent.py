@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+from c2s_core.navigation.engine import Rounds
 from .tools import ToolCall, TreeTools
 from c2s_core.tree import Tree, open_tree
 
@@ -70,25 +71,8 @@ def system_prompt(tree: Tree | str | os.PathLike[str]) -> str:
     return f"{RULES}\n\n{preloaded_context(tree)}"
 
 
-class TurnBudget:
+class TurnBudget(Rounds):
     """Rounds of tool calls an agent may still make; the last round is for answering."""
-
-    def __init__(self, max_turns: int = 10):
-        if max_turns < 1:
-            raise ValueError("max_turns must be at least 1")
-        self.max_turns = int(max_turns)
-        self.used = 0
-
-    @property
-    def left(self) -> int:
-        return self.max_turns - self.used
-
-    def take(self) -> bool:
-        """Start a turn if one is left."""
-        if self.used >= self.max_turns:
-            return False
-        self.used += 1
-        return True
 
     def reminder(self) -> str:
         """A line for an LLM provider to append to tool results as the budget runs out."""

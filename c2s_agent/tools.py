@@ -25,12 +25,12 @@ import time
 from dataclasses import asdict, dataclass
 
 from c2s_core.layout import SEARCH_INDEX_DIR
+from c2s_core.navigation.engine import PAGE_CHARS  # one page of get_document: what navigation reads of a document
 from c2s_core.search_index import SearchHit, SearchIndex
 
 from .sandbox import Sandbox
 from c2s_core.tree import Tree, open_tree
 
-PAGE_CHARS = 6000  # one page of get_document: about 1,500 tokens
 SEARCH_K, MAX_SEARCH_K = 10, 50
 
 TOOL_SCHEMAS: list[dict] = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -57,21 +58,28 @@ class Tree:
         """Every top-level skill, from its SKILL.md frontmatter (the agent's preloaded context)."""
         out = []
         for path in sorted((self.root / SKILLS_DIR).glob(f"*/{SKILL_FILE}")):
-            try:
-                meta = parse_frontmatter(path.read_text(encoding="utf-8"))
-            except (ValueError, yaml.YAMLError):
-                continue  # a malformed skill is skipped rather than breaking every question
-            extra = meta.get("metadata") or {}
-            out.append(Skill(str(meta.get("name") or path.parent.name),
-                             " ".join(str(meta.get("description", "")).split()),
-                             path.relative_to(self.root).as_posix(), _whole(extra.get("documents")),
-                             _whole(extra.get("level"))))
+            skill = parse_skill(path.read_text(encoding="utf-8"), path.relative_to(self.root).as_posix())
+            if skill is not None:  # a malformed skill is skipped rather than breaking every question
+                out.append(skill)
         if not out:
             raise TreeError(f"no skills in {self.root / SKILLS_DIR}")
         return out
 
     def __repr__(self) -> str:
         return f"Tree({str(self.root)!r})"
+
+
+def parse_skill(text: str, path: str) -> Skill | None:
+    """A skill from its SKILL.md text (``path``: relative to the tree root); None if its
+    frontmatter is malformed."""
+    try:
+        meta = parse_frontmatter(text)
+    except (ValueError, yaml.YAMLError):
+        return None
+    extra = meta.get("metadata") or {}
+    return Skill(str(meta.get("name") or posixpath.basename(posixpath.dirname(path))),
+                 " ".join(str(meta.get("description", "")).split()), path,
+                 _whole(extra.get("documents")), _whole(extra.get("level")))
 
 
 def _whole(value: object) -> int:

@@ -376,7 +376,8 @@ def test_routing_reaches_a_document_the_tree_misfiles(searchable):
 def test_beam_width_follows_how_far_the_best_node_stands_out(searchable):
     from c2s_agent.agent import TurnBudget
     from c2s_core.navrows import Group
-    from c2s_agent.offline import Navigator, _Node
+    from c2s_agent.offline import Navigator
+    from c2s_core.navigation.engine import Node as _Node
     from c2s_core.navigation.beam import BEAM_MAX, BEAM_MIN
     from c2s_agent.tools import TreeTools
 
@@ -392,6 +393,33 @@ def test_beam_width_follows_how_far_the_best_node_stands_out(searchable):
     assert navigator._width(ranked(1.0, 0.9, 0.9, 0.9)) == BEAM_MIN + 1
     assert navigator._width(ranked(1.0, 0.99)) == 2  # never more than there are
     assert set(answer("refund policy", searchable, beam=2).usage["widths"]) == {2}  # an explicit beam wins
+
+
+def test_thin_skills_jump_to_a_related_skill(tmp_path):
+    """When the skills the beam opens hold little of the question's term weight, the navigator
+    opens the best related skill they link to (a fallback the probe does not model)."""
+    root = tmp_path / "tree"
+    names = [f"topic-{c}" for c in "abcdefgh"]  # more skills than a beam opens
+    for i, name in enumerate(names):
+        folder = root / "skills" / name / "pages"
+        folder.mkdir(parents=True)
+        others = "\n".join(f"- [{o}](../{o}/SKILL.md) — shared: Support" for o in names if o != name)
+        (folder.parent / "SKILL.md").write_text(SKILL.replace("## Related skills\n\n- [{other}](../{other}/SKILL.md) — shared: Support",
+                                                              "## Related skills\n\n" + others).format(
+            name=name, description=f"Pages about topic {i}.", n=1, title=name, entities="Support", group="pages"))
+        (folder / "INDEX.md").write_text(INDEX.format(group="pages", description=f"Pages about topic {i}.", n=1,
+                                                      title="Pages", rows=f"- `doc-{i}` **Topic {i}** — page {i}"))
+    (root / "manifest.json").write_text(json.dumps({"stats": {"documents": {"accepted": len(names)}}}))
+    write_document_store(root / "documents.sqlite",
+                         [StoredDocument(f"doc-{i}", f"Topic {i}", f"Page {i}.", "h", "test") for i in range(len(names))])
+    question = "zebra xylophone quartet"  # no skill holds these words: every opened skill is thin
+    jumped = answer(question, root, route=False)
+    note, = [n for n in jumped.notes if n.startswith("related jump to ")]
+    target = note.removeprefix("related jump to ")
+    opened = {p.split("/")[1] for p in jumped.visited}
+    assert target in opened and len(opened) > max(jumped.usage["widths"][:1])  # one more skill than the beam's
+    plain = answer(question, root, route=False, related=False)
+    assert not any(n.startswith("related jump") for n in plain.notes) and target not in {p.split("/")[1] for p in plain.visited}
 
 
 def test_inner_nodes_are_listed_and_only_leaves_are_read(searchable):
@@ -428,6 +456,7 @@ def test_a_title_that_restates_the_question_ranks_its_document_first(tmp_path, m
     """Known-item questions restate a title: the page titled so outranks pages whose titles hold
     the same words among others (a title's own words against the question's, see ``title_match``)."""
     from c2s_agent import offline
+    from c2s_core.navigation import engine
     from c2s_agent.tools import TreeTools
     from c2s_core.text import terms, title_match
 
@@ -438,7 +467,7 @@ def test_a_title_that_restates_the_question_ranks_its_document_first(tmp_path, m
     assert title_match(["read", "password", "file"], terms("getpw1(3) — get password file entry 1"), weights) < 0.5
     assert title_match(["read"], terms("The Password File"), weights) == 0.0
     assert offline.navigate(question, TreeTools(root), route=False).fetched[0] == target
-    monkeypatch.setattr(offline, "TITLE_WEIGHT", 0.0)  # without the title's signal the look-alikes win
+    monkeypatch.setattr(engine, "TITLE_WEIGHT", 0.0)  # without the title's signal the look-alikes win
     assert offline.navigate(question, TreeTools(root), route=False).fetched[0] != target
 
 

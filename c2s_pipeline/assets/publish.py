@@ -16,6 +16,7 @@ from dagster_aws.s3 import S3Resource
 
 from .. import __version__, incremental
 from ..artifacts import CorpusArtifacts, table_version
+from ..cards import read_cards
 from ..diagnostics import NAVIGABILITY, TreeInputs, diagnose, navigability_metadata, soft_members
 from c2s_core.docstore import StoredDocument, write_document_store
 from c2s_core.encoder import embed_with_cache
@@ -60,7 +61,7 @@ def entities(stage: Stage, workspace: WorkspaceResource, llm: LLMResource):
     """Entities per cluster, bottom-up (a parent reads its children's), and related skills."""
     art = stage.artifacts
     forest = build_forest(art)
-    cards, texts = _cards(art), _texts(art)
+    cards, texts = read_cards(art), _texts(art)
     runner = stage.runner(llm)
     kept = _kept_entities(art)
     found: dict[str, Entities] = {}
@@ -124,13 +125,6 @@ def related_skills(forest: Forest, found: dict[str, Entities]) -> dict[str, list
     return out
 
 
-def _cards(art: CorpusArtifacts) -> dict[str, DocCard]:
-    frame = art.read_table("cards.parquet")
-    return {r["doc_id"]: DocCard(r["doc_id"], r["title"], r["one_line"], list(r["phrases"]),
-                                 list(r.get("identifiers") or []))
-            for r in frame.iter_rows(named=True)}
-
-
 def _texts(art: CorpusArtifacts) -> dict[str, str]:
     docs = art.read_table("documents.parquet")
     return dict(zip(docs["doc_id"], docs["text"]))
@@ -179,7 +173,7 @@ def staged_tree(stage: Stage, workspace: WorkspaceResource, llm: LLMResource, en
     spec, art = stage.corpus, stage.artifacts
     mode = incremental.RunMode.load(art)
     forest = build_forest(art, incremental.previous_names(art) if mode.incremental else None)
-    cards = _cards(art)
+    cards = read_cards(art)
     vectors = art.read_matrix("doc_vectors.npy")
     extras = _extras(forest, art, cards, vectors)
     staged = staging_dir(Path(spec.out))

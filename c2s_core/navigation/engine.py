@@ -1,0 +1,508 @@
+"""The navigation engine: one question's descent of a compiled tree and the ranking of the
+documents it reaches, written once for the offline navigator (``c2s_agent.offline``, over the
+sandboxed tools an LLM agent gets) and the compile's navigability probe
+(``c2s_pipeline.diagnostics``, over the compile's in-memory artifacts). Each reads the tree
+through a :class:`TreeView`; the two views answer the same calls with the same data, so the
+probe predicts the navigator (a test holds them together).
+
+One question, in rounds (a :class:`Rounds` budget, as the agent's turns):
+
+1. survey: per top-level skill and question term, how many lines of the nav files below it
+   hold a word starting with the term (``grep -rih '\\<TERM' <skill> | wc -l``: lexical
+   evidence, one number per node), and the term-index lines of its words: which leaves, and
+   which rows in them, hold documents whose bodies or titles use them;
+2. descend: score the candidate nodes of this level by reciprocal rank fusion of embedding
+   similarity to the row (a skill's name and description; below, a group's name), BM25 on it,
+   grep evidence below the node (weighted most), entity-index hits (the navigator's) and the
+   best term-index row below it; open the best 3-5 (:func:`~.beam.beam_width`): an inner node
+   is listed (its children's names), a leaf's rows are read (its document cards); below the
+   first level the grep counts cover only the children of the nodes opened; repeat down to the
+   leaves, then read the best term-index rows of leaves the beam missed (:func:`~.beam.term_jump`);
+3. rank the cards of the opened leaves (plus ``@see`` stubs and example rows seen on the way)
+   on card embedding, card BM25, their term-index rows and how closely their titles restate
+   the question (:func:`~c2s_core.text.title_match`), read the best :attr:`Engine.fetch`
+   documents and re-rank on cards and document text together.
+
+What the engine leaves to a subclass (the navigator's extra fallbacks, which the probe does not
+model, so that it measures the tree rather than the agent's recoveries): entity-index hits
+(:meth:`Engine.entity_hits`), a jump to related skills after the first level
+(:meth:`Engine.after_first_level`), backtracking once the leaves are reached
+(:meth:`Engine.after_descent`) and routing to the flat search tool (:meth:`Engine.search`).
+By default each does nothing.
+
+Why this shape: routing, not leaf ranking, loses the recall; greedy descent is unusable, and a
+narrow beam works only when nodes are scored lexically against what their members contain
+(grep counts), which on development trees placed the branch holding the answer first more
+often than the nodes' own rows did. Leaf ranking wants document text besides the cards.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Protocol
+
+import numpy as np
+
+from c2s_core.navrows import Card, Group, NavFile
+from c2s_core.search_index import SearchHit
+from c2s_core.term_index import RowScores, TermPostings, best_by_leaf, best_rows, row_scores
+from c2s_core.text import query_terms, terms, title_match
+
+from .beam import (BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, RRF_K, TERM_JUMP_ROWS, TERM_LEAVES, TITLE_WEIGHT,
+                   beam_width, term_jump)
+from .scoring import bm25, rrf
+
+MAX_TERMS = 12  # question terms grepped for
+MAX_ROUNDS = 10  # rounds of tool calls a question may take (the agent's default turn budget)
+PAGE_CHARS = 6000  # what one read of a document returns: its first page (about 1,500 tokens)
+EMBED_CHARS = 2000  # document text embedded after the card, as the compiler does
+THIN_COVERAGE = 0.5  # below this share of the question's term weight a branch is "thin"
+
+Embed = Callable[[Sequence[str]], np.ndarray]  # texts -> L2-normalised rows
+
+
+class TreeView(Protocol):
+    """What the engine reads of a tree. Paths are nav files relative to the tree root
+    (``skills/a/SKILL.md``, ``skills/a/b/INDEX.md``); a folder is a nav file's directory."""
+
+    documents: int  # documents in the tree (the skills' counts summed)
+
+    def skills(self) -> list[tuple[Group, int]]:
+        """The top-level skills (name, nav file, documents, description) with their heights
+        (1: the skill lists documents itself; 0: not recorded), as the agent's preloaded context."""
+
+    def grep_count(self, term: str, nav_file: str) -> int:
+        """Lines of the nav files in ``nav_file``'s folder and below holding a word that starts
+        with ``term`` (case-insensitive)."""
+
+    def list_folders(self, folders: list[str]) -> dict[str, list[str]]:
+        """Folder -> the names of its sub-folders, in name order; folders that cannot be listed are left out."""
+
+    def read_rows(self, nav_file: str) -> NavFile | None:
+        """A nav file's rows and section headings (no frontmatter or prose); None if it is not one."""
+
+    def read_document_row(self, nav_file: str, row: int) -> Card | None:
+        """The ``row``-th (1-based) row of a leaf's ``## Documents`` section."""
+
+    def term_lines(self, words: list[str]) -> dict[str, TermPostings]:
+        """term_index.txt's body and title lines of ``words``, in file order (empty without the index)."""
+
+    def leaves_numbered(self, numbers: list[int]) -> dict[int, str]:
+        """term_index.txt's leaf lines of these leaf numbers: number -> leaf nav file."""
+
+    def leaves_named(self, names: list[str]) -> dict[int, str]:
+        """... of the leaves whose folders have these names (a folder's last part)."""
+
+    def read_document(self, doc_id: str) -> DocumentPage | None:
+        """A document's title and first page (:data:`PAGE_CHARS`); None if there is no such document."""
+
+
+@dataclass(frozen=True)
+class DocumentPage:
+    """What reading a document gives: its title and first :data:`PAGE_CHARS` characters."""
+
+    doc_id: str
+    title: str
+    text: str
+
+
+class Rounds:
+    """Rounds of tool calls still allowed; the last round is for answering."""
+
+    def __init__(self, max_rounds: int = MAX_ROUNDS):
+        if max_rounds < 1:
+            raise ValueError("max_turns must be at least 1")
+        self.max_turns = int(max_rounds)
+        self.used = 0
+
+    @property
+    def left(self) -> int:
+        return self.max_turns - self.used
+
+    def take(self) -> bool:
+        """Start a round if one is left."""
+        if self.used >= self.max_turns:
+            return False
+        self.used += 1
+        return True
+
+
+@dataclass
+class Node:
+    group: Group
+    parent: str  # nav file it was reached from ("" for skills)
+    score: float = 0.0
+
+
+@dataclass
+class Ranking:
+    """What a question's navigation found: the leaves opened, the candidate cards, the documents
+    read (title and first page) and their final order."""
+
+    leaves: list[NavFile]
+    cards: dict[str, Card]
+    ranked: list[str]
+    pages: dict[str, DocumentPage]
+
+
+class Engine:
+    """One question's navigation over a :class:`TreeView` (see the module docstring).
+    ``beam``: a fixed number of nodes opened per level instead of :func:`~.beam.beam_width`;
+    ``fetch``: documents read to re-rank on their text; ``reserve_search``: keep a round for
+    the search tool (a subclass that routes sets it)."""
+
+    reserve_search = False
+
+    def __init__(self, view: TreeView, embed: Embed, *, budget: Rounds | None = None, beam: int | None = None,
+                 fetch: int = 10):
+        self.view = view
+        self.embed = embed
+        self.budget = budget or Rounds()
+        self.fixed_beam = max(1, beam) if beam else None
+        self.fetch = max(1, fetch)
+        skills = view.skills()
+        self.documents = view.documents or 1
+        self.skills = [g for g, _ in skills]
+        self.levels = {g.path: level for g, level in skills}  # below the skills: one less a step
+        self.widths: list[int] = []  # nodes opened per level, as each level's confidence chose
+        self.confidence = {"first_level": 1.0, "reach": 1.0, "routing": 1.0}
+        self.read: dict[str, NavFile] = {}
+        self.parents: dict[str, str] = {}
+        self.row_numbers: dict[str, list[int]] = {}  # leaf read in part -> the row number of each card read
+        self.notes: list[str] = []
+
+    # -- the run ------------------------------------------------------------------------
+
+    def navigate(self, question: str) -> Ranking:
+        """Survey, descend, rank: the documents ``question`` leads to, best first."""
+        self.question = question
+        self.qterms = query_terms(question)[:MAX_TERMS]
+        self.qvec = self.embed([question])[0]
+        self.budget.take()  # 1: survey
+        self.grep_counts: dict[str, dict[str, int]] = {t: {} for t in self.qterms}
+        self._count(self.skills)
+        self.idf = self._idf()
+        self.entity_weights = self.entity_hits()
+        self.body_hits = self._body_terms()
+        leaves = self._descend()
+        hits = self._route(leaves)
+        cards = self._candidates(leaves, hits)
+        ranked, pages = self._rank(cards, hits)
+        return Ranking(leaves, cards, ranked, pages)
+
+    def can_descend(self, rounds: int = 1) -> bool:
+        # Keep a round for reading documents, and one for the search tool when it may be asked.
+        return self.budget.left > rounds + self.reserve_search
+
+    # -- what a subclass adds (the navigator's extra fallbacks) ----------------------------
+
+    def entity_hits(self) -> dict[str, float]:
+        """Nav file -> weight of the entities the question names there (none by default)."""
+        return {}
+
+    def after_first_level(self, opened: list[NavFile]) -> list[NavFile]:
+        """More nodes to open beside the first level's (none by default)."""
+        return []
+
+    def after_descent(self, leaves: list[NavFile], pending: list[Node]) -> list[NavFile]:
+        """More leaves once the descent and the term-index jump are done (none by default);
+        ``pending``: the nodes scored but not opened, each score relative to its level's best."""
+        return []
+
+    def search(self, confidence: float) -> list[SearchHit]:
+        """Flat search hits to fuse, given the routing confidence (none by default)."""
+        return []
+
+    # -- survey -------------------------------------------------------------------------
+
+    def _count(self, groups: list[Group], parents: dict[str, str] | None = None) -> None:
+        """Grep counts below each node not counted yet, one number per question term. A term
+        absent below a node's parent is absent below the node, so it is not counted (``parents``:
+        node path -> the nav file it was listed in; ``@see`` groups live elsewhere and are
+        always counted)."""
+        for g in groups:
+            parent = (parents or {}).get(g.path, "")
+            for word, hits in self.grep_counts.items():
+                if g.path in hits:
+                    continue
+                if parent and under(g.path, parent) and hits.get(parent, 1) == 0:
+                    hits[g.path] = 0
+                    continue
+                hits[g.path] = self.view.grep_count(word, g.path)
+
+    def _idf(self) -> dict[str, float]:
+        """From the first level's counts: matching lines anywhere against the documents."""
+        return {t: float(np.log(1.0 + self.documents / (1.0 + lines))) if lines else 0.0
+                for t, hits in self.grep_counts.items()
+                for lines in [sum(hits.get(s.path, 0) for s in self.skills)]}
+
+    def _body_terms(self) -> dict[str, float]:
+        """Leaves whose documents' bodies (or titles) use the question's distinctive words -> the
+        score of their best row (the idf of the words one document uses, its title's counted
+        again), from the term index: the question's term lines, then the folders of the best
+        :data:`~.beam.TERM_LEAVES` leaves."""
+        self.term_rows: RowScores = {}  # (leaf number, row) -> idf of the question's words it uses
+        self.leaf_numbers: dict[str, int] = {}  # leaf nav file -> its number, where read
+        if not self.qterms:
+            return {}
+        self.term_rows = row_scores(self.view.term_lines(self.qterms), self.documents)
+        best = best_by_leaf(self.term_rows)
+        top = sorted(best, key=lambda n: (-best[n], n))[:TERM_LEAVES]
+        if not top:
+            return {}
+        found = self.view.leaves_numbered(top)
+        self.leaf_numbers = {nav: number for number, nav in found.items()}
+        return {nav: best[number] for number, nav in found.items()}
+
+    # -- descent ------------------------------------------------------------------------
+
+    def _descend(self) -> list[NavFile]:
+        frontier = [Node(g, "") for g in self.skills]
+        pending: list[Node] = []  # scored but not opened: where backtracking resumes
+        leaves: list[NavFile] = []
+        level = 0
+        while frontier and self.can_descend(2 if level else 1):
+            if level:  # one round of grep counts over the beam's branches
+                self.budget.take()
+                self._count([n.group for n in frontier], {n.group.path: n.parent for n in frontier})
+            self.score(frontier)
+            frontier.sort(key=lambda n: -n.score)
+            if not level:
+                self._set_confidence(frontier)
+            width = self._width(frontier)
+            chosen, rest = frontier[:width], frontier[width:]
+            best = frontier[0].score or 1.0
+            pending += [Node(n.group, n.parent, n.score / best) for n in rest]
+            opened = self.open(chosen)
+            if level == 0:
+                opened += self.after_first_level(opened)
+            frontier = []
+            seen = set(self.read)
+            for nav in opened:
+                if nav.is_leaf:
+                    leaves.append(nav)
+                    continue
+                for g in nav.groups + nav.see_groups:
+                    if g.path not in seen:
+                        seen.add(g.path)
+                        frontier.append(Node(g, nav.path))
+            level += 1
+        leaves += self._term_jump(leaves)
+        return leaves + self.after_descent(leaves, pending)
+
+    def _term_jump(self, reached: list[NavFile]) -> list[NavFile]:
+        """Read, in the leaves the descent missed whose term-index rows are as good as any it
+        reached (:func:`~.beam.term_jump`), the best :data:`~.beam.TERM_JUMP_ROWS` rows the
+        index names: it has said which rows, so the rest of the leaf is not read."""
+        better = term_jump(self.body_hits, (nav.path for nav in reached), self.read)
+        if not better or not self.can_descend() or not self.budget.take():
+            return []
+        opened = []
+        for path in better:
+            nav = NavFile(path=path, name=posixpath.basename(posixpath.dirname(path)))
+            for row in sorted(best_rows(self.term_rows, self.leaf_numbers[path], TERM_JUMP_ROWS)):
+                card = self.view.read_document_row(path, row)
+                if card is not None:
+                    nav.cards.append(card)
+                    self.row_numbers.setdefault(path, []).append(row)
+            if nav.cards:
+                opened.append(self.keep(nav, Node(Group(nav.name, path), "")))
+        if opened:
+            self.notes.append(f"term-index rows read in {len(opened)} leaf(s) the descent missed")
+        return opened
+
+    def open(self, nodes: list[Node]) -> list[NavFile]:
+        """Open nodes: one round lists their folders, and a node with sub-folders is known by
+        its children's names; a leaf's rows (its cards) are read in one more round. Reading
+        every inner node's rows costs ~3 KB a node and, next to the grep counts below each
+        child, changed few choices on development trees; the leaves' cards are what the answer
+        is ranked on."""
+        nodes = [n for n in dict((n.group.path, n) for n in nodes).values() if n.group.path not in self.read]
+        if not nodes or not self.budget.take():
+            return []
+        # A node one step above the documents (its height known from its skill's) is read at
+        # once; any other is listed first, and read in one more round if it turns out a leaf.
+        leaves = [n for n in nodes if self.levels.get(n.group.path) == 1]
+        folders = {posixpath.dirname(n.group.path): n for n in nodes if n not in leaves}
+        listing = self.view.list_folders(list(folders)) if folders else {}
+        opened: list[NavFile] = []
+        for folder, node in folders.items():
+            if folder not in listing:
+                continue  # a missing or refused folder: nothing to open
+            if not listing[folder]:
+                leaves.append(node)
+                continue
+            nav = NavFile(path=node.group.path, name=posixpath.basename(folder),
+                          groups=[Group(k, f"{folder}/{k}/INDEX.md", 0, k.replace("-", " ")) for k in listing[folder]])
+            opened.append(self.keep(nav, node))
+            height = self.levels.get(node.group.path, 0)
+            for g in nav.groups:
+                self.levels[g.path] = height - 1 if height > 1 else 0
+        if leaves and (not folders or self.budget.take()):
+            for node in leaves:
+                nav = self.view.read_rows(node.group.path)
+                if nav is not None:
+                    opened.append(self.keep(nav, node))
+        return opened
+
+    def keep(self, nav: NavFile, node: Node) -> NavFile:
+        self.read[nav.path] = nav
+        self.parents[nav.path] = node.parent
+        return nav
+
+    # -- node scoring -------------------------------------------------------------------
+
+    def score(self, nodes: list[Node]) -> None:
+        texts = [f"{n.group.name.replace('-', ' ')}: {n.group.description}" for n in nodes]
+        emb = self.embed(texts) @ self.qvec
+        lex = bm25(self.qterms, [_terms(t) for t in texts])
+        evidence = self._evidence([n.group for n in nodes])
+        entity = [sum(w for p, w in self.entity_weights.items() if under(p, n.group.path)) for n in nodes]
+        # The best leaf below a node: one leaf using all the rare words beats many using one each.
+        body = [max((w for p, w in self.body_hits.items() if under(p, n.group.path)), default=0.0) for n in nodes]
+        fused = rrf(emb, lex, evidence, entity, body, k=RRF_K,
+                    weights=(1.0, 1.0, EVIDENCE_WEIGHT, 1.0, BODY_WEIGHT))
+        for node, score in zip(nodes, fused):
+            node.score = float(score)
+
+    def _evidence(self, groups: list[Group]) -> np.ndarray:
+        """BM25 over grep counts: each node is the bag of card and summary lines below it."""
+        sizes = np.array([g.documents or 0 for g in groups], dtype=float)
+        sizes[sizes <= 0] = sizes[sizes > 0].mean() if (sizes > 0).any() else 1.0
+        avg = sizes.mean()
+        scores = np.zeros(len(groups))
+        for t, hits in self.grep_counts.items():
+            tf = np.array([hits.get(g.path, 0) for g in groups], dtype=float)
+            scores += self.idf[t] * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * sizes / avg))
+        return scores
+
+    def coverage(self, path: str) -> float:
+        """Share of the question's term weight found anywhere below ``path``."""
+        total = sum(self.idf.values()) or 1.0
+        return sum(self.idf[t] for t, hits in self.grep_counts.items() if hits.get(path, 0)) / total
+
+    # -- routing confidence ---------------------------------------------------------------
+
+    def _set_confidence(self, skills: list[Node]) -> None:
+        """The first level's confidence: how far the best skill stands out from the runner-up
+        in fused score, and how much of the question's term weight lies below it."""
+        best = skills[0].score or 1.0
+        margin = 1.0 - (skills[1].score / best if len(skills) > 1 else 0.0)
+        self.confidence["first_level"] = self.coverage(skills[0].group.path) * (0.5 + 0.5 * margin)
+
+    def _width(self, ranked: list[Node]) -> int:
+        """How many of this level's best nodes to open (:func:`~.beam.beam_width`)."""
+        width = self.fixed_beam or beam_width([n.score for n in ranked])
+        self.widths.append(width)
+        return min(width, len(ranked))
+
+    def reach(self, leaves: list[NavFile]) -> float:
+        """Share of the question's term weight (terms the tree has) found in the leaves reached."""
+        present = {t for t, hits in self.grep_counts.items() if any(hits.values())}
+        total = sum(self.idf[t] for t in present)
+        if not total:
+            return 0.0 if not leaves else 1.0  # nothing lexical to go by: trust the structure
+        found = {t for t in present if any(self.grep_counts[t].get(nav.path, 0) for nav in leaves)}
+        return sum(self.idf[t] for t in found) / total
+
+    def _route(self, leaves: list[NavFile]) -> list[SearchHit]:
+        """The confidence that navigation reached the evidence; the search hits a subclass fuses."""
+        reach = self.reach(leaves) if leaves else 0.0
+        self.confidence["reach"] = reach
+        self.confidence["routing"] = conf = reach * (0.5 + 0.5 * self.confidence["first_level"])
+        return self.search(conf)
+
+    # -- leaves -------------------------------------------------------------------------
+
+    def _candidates(self, leaves: list[NavFile], hits: Sequence[SearchHit] = ()) -> dict[str, Card]:
+        cards: dict[str, Card] = {}
+        self.rows: dict[str, tuple[str, int]] = {}  # doc id -> (leaf, row) of the leaves reached
+        for nav in leaves:  # (a leaf the term index led to was read in part: its rows are recorded)
+            for row, c in zip(self.row_numbers.get(nav.path) or range(1, len(nav.cards) + 1), nav.cards):
+                cards[c.doc_id] = c
+                self.rows[c.doc_id] = (nav.path, row)
+        for nav in self.read.values():  # stubs and exemplars: cards seen on the way down
+            for c in nav.see_cards + nav.examples:
+                if c.doc_id not in cards:
+                    cards[c.doc_id] = Card(c.doc_id, c.title, c.one_line, c.phrases, c.home or nav.path)
+        for h in hits:  # a search row has no card: its title stands in
+            if h.doc_id not in cards:
+                cards[h.doc_id] = Card(h.doc_id, h.title, home=h.path)
+        return cards
+
+    def _rank(self, cards: dict[str, Card], hits: Sequence[SearchHit] = ()) -> tuple[list[str], dict[str, DocumentPage]]:
+        """Cards first (cheap), then the best candidates' text; fused. Search hits (when
+        routed) add their rank as one more signal and their best are always read."""
+        if not cards or not self.budget.take():
+            return [], {}
+        ids = list(cards)
+        texts = [cards[d].text for d in ids]
+        card_emb = self.embed(texts) @ self.qvec
+        card_lex = bm25(self.qterms, [_terms(t) for t in texts])
+        searched = {h.doc_id: 1.0 / (1 + i) for i, h in enumerate(hits)}
+        flat = np.array([searched.get(d, 0.0) for d in ids])
+        searched_weight = self.search_weight(hits)
+        body = self._row_scores(ids)
+        title = np.array([title_match(self.qterms, _terms(cards[d].title), self.idf) for d in ids])
+        first = rrf(card_emb, card_lex, body, title, *([flat] if hits else []), k=RRF_K,
+                    weights=[1.0, 1.0, BODY_CARD_WEIGHT, TITLE_WEIGHT, searched_weight][:4 + bool(hits)])
+        order = [ids[i] for i in np.argsort(-first, kind="stable")[: self.fetch]]
+        order += [d for d in self.always_read(hits) if d not in order]
+        pages: dict[str, DocumentPage] = {}
+        for doc_id in order:
+            page = self.view.read_document(doc_id)
+            if page is not None:
+                pages[doc_id] = page
+        kept = [d for d in order if d in pages]
+        if not kept:
+            return [], {}
+        at = {d: i for i, d in enumerate(ids)}
+        doc_emb = self.embed([embedding_text(cards[d], pages[d].text) for d in kept]) @ self.qvec
+        doc_lex = bm25(self.qterms, [_terms(f"{pages[d].title} {pages[d].text}") for d in kept])
+        pick = [at[d] for d in kept]
+        final = rrf(card_emb[pick], card_lex[pick], doc_emb, doc_lex, body[pick], title[pick], k=RRF_K,
+                    weights=[1.0, 1.0, 1.0, 1.0, BODY_CARD_WEIGHT, TITLE_WEIGHT])
+        if hits:  # two rankings, navigation's and the search tool's, fused as lists
+            final = rrf(final, flat[pick], k=RRF_K, weights=[1.0, searched_weight])
+        return [kept[i] for i in np.argsort(-final, kind="stable")], pages
+
+    def search_weight(self, hits: Sequence[SearchHit]) -> float:
+        """How much the search ranking counts against navigation's (a subclass that routes says)."""
+        return 1.0
+
+    def always_read(self, hits: Sequence[SearchHit]) -> list[str]:
+        """Search hits read whatever their cards' rank (a subclass that routes says)."""
+        return []
+
+    def _row_scores(self, ids: list[str]) -> np.ndarray:
+        """Per card of the leaves reached, the idf of the question's words its document uses,
+        from the term lines the survey read; the numbers of reached leaves it did not name are
+        looked up by folder name (unique in the tree)."""
+        names = sorted({posixpath.basename(posixpath.dirname(leaf)) for leaf, _ in self.rows.values()
+                        if leaf not in self.leaf_numbers})
+        if self.term_rows and names:
+            found = self.view.leaves_named(names)
+            self.leaf_numbers.update({nav: number for number, nav in found.items()})
+        return np.array([self.term_rows.get((self.leaf_numbers.get(self.rows[d][0], 0), self.rows[d][1]), 0.0)
+                         if d in self.rows else 0.0 for d in ids])
+
+
+def embedding_text(card: Card, text: str) -> str:
+    """What a document is embedded as: its card, then the start of its text (as the compiler
+    does; the encoder reads ~256 tokens)."""
+    return f"{card.title}. {card.one_line} {'; '.join(card.phrases)}\n{text[:EMBED_CHARS]}"
+
+
+def under(file: str, nav: str) -> bool:
+    """Is ``file`` the nav file ``nav`` or below its directory?"""
+    folder = posixpath.dirname(nav)
+    return file == nav or file.startswith(folder + "/")
+
+
+@lru_cache(maxsize=8192)
+def _terms(text: str) -> tuple[str, ...]:
+    """:func:`~c2s_core.text.terms`, memoised: rows, cards and pages recur across questions."""
+    return tuple(terms(text))
