@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
 import threading
 import time
 import uuid
@@ -142,6 +143,9 @@ def heartbeat(instance: DagsterInstance, run_id: str, every: float | None = None
     stop = threading.Event()
 
     def beat() -> None:
+        # Ctrl-C must reach the main thread, where Dagster turns it into an interrupted step: with
+        # this thread able to take it, a Ctrl-C during a stage went unanswered and the compile ran on.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         while not stop.wait(every):
             try:
                 instance.add_run_tags(run_id, {HEARTBEAT_TAG: str(int(time.time()))})
