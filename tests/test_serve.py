@@ -74,6 +74,11 @@ def text(result) -> str:
     return result.content[0].text
 
 
+def failure(result) -> str:
+    assert result.is_error, result.content
+    return result.content[0].text
+
+
 @pytest.fixture(scope="module")
 def tree(sample_tree, tmp_path_factory) -> Path:
     """A private copy of the sample tree (other tests' trees are never republished)."""
@@ -98,12 +103,17 @@ def test_in_process_tools_match_the_agent_tools(server, tree):
             assert {t.uri_template for t in (await client.list_resource_templates()).resource_templates} == TEMPLATES
             assert "Skills (skills/<name>/SKILL.md)" in client.instructions
             agent = TreeTools(tree)
-            for command in ("ls skills", f"grep -il tw-1002 {first_skill(tree)}", "cat ../manifest.json",
-                            "ls; rm -rf /"):
+            for command in ("ls skills", f"grep -il tw-1002 {first_skill(tree)}"):
                 assert text(await client.call_tool("code_execution", {"command": command})) == \
                     agent.code_execution(command)
-            for args in ({"doc_id": DOC}, {"doc_id": DOC, "offset": 100}, {"doc_id": "no-such-doc"}):
+            # Failures are tool errors (isError), with the agent's own one-line reason.
+            for command in ("cat ../manifest.json", "ls; rm -rf /", "cat no-such.md"):
+                assert failure(await client.call_tool("code_execution", {"command": command})) == \
+                    agent.code_execution(command)
+            for args in ({"doc_id": DOC}, {"doc_id": DOC, "offset": 100}):
                 assert text(await client.call_tool("get_document", args)) == agent.get_document(**args)
+            assert failure(await client.call_tool("get_document", {"doc_id": "no-such-doc"})) == \
+                agent.get_document("no-such-doc")
             assert agent.has_search
             for args in ({"query": "TW-1002 locked"}, {"query": "refund", "k": 3}, {"query": "zzzqqq"}):
                 assert text(await client.call_tool("search", args)) == agent.search(**args)
