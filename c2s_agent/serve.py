@@ -61,6 +61,7 @@ TREE_URI = "c2s://tree/{+path}"
 DOC_URI = "c2s://doc/{+doc_id}"
 SKILLS_URI = "c2s://skills"
 RESOURCE_MAX_BYTES = 4 << 20  # a resource read returns at most this much of a file
+REQUEST_TIMEOUT_S = 10.0  # an HTTP request's headers and body must arrive within this
 SNAPSHOT_ATTEMPTS = 5  # tries to copy a version that a publish keeps replacing mid-copy
 _GLOB = re.compile(r"[*?[]")
 
@@ -596,14 +597,58 @@ def url_of(sock: socket.socket) -> str:
     return f"http://{f'[{host}]' if ':' in host else host}:{port}{HTTP_PATH}"
 
 
-def run_http(server, sock: socket.socket, *, token: str | None = None) -> None:
-    """Serve streamable HTTP on ``sock`` until interrupted (Ctrl-C, SIGTERM)."""
+def run_http(server, sock: socket.socket, *, token: str | None = None,
+             request_timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+    """Serve streamable HTTP on ``sock`` until interrupted (Ctrl-C, SIGTERM). A request must
+    arrive whole (headers and body) within ``request_timeout_s`` of its first byte, or of the
+    connection: a client that sends half a request is disconnected, not waited for."""
     import uvicorn
 
     host = sock.getsockname()[0]
     config = uvicorn.Config(http_app(server, token=token, host=host), log_level="warning",
-                            timeout_graceful_shutdown=5)
+                            timeout_graceful_shutdown=5, timeout_keep_alive=5,
+                            http=timed_http_protocol(request_timeout_s))
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def timed_http_protocol(seconds: float):
+    """uvicorn's HTTP protocol (httptools) with a deadline for receiving each request."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class TimedRequests(HttpToolsProtocol):
+        _deadline = None
+
+        def _arm(self) -> None:
+            if self._deadline is None:
+                self._deadline = self.loop.call_later(seconds, self._expire)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _expire(self) -> None:
+            self._deadline = None
+            if not self.transport.is_closing():
+                self.transport.close()
+
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._arm()  # until its first request has arrived
+
+        def on_message_begin(self) -> None:
+            self._arm()
+            super().on_message_begin()
+
+        def on_message_complete(self) -> None:
+            self._disarm()  # the response may take as long as it needs (ask, event streams)
+            super().on_message_complete()
+
+        def connection_lost(self, exc) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return TimedRequests
 
 
 def run_stdio(server) -> None:

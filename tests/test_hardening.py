@@ -749,3 +749,120 @@ def test_a_broken_registry_is_one_line_naming_the_file(tmp_path):
     result = cli_compile(tmp_path / "home", str(corpus), "--corpus", "x")
     assert result.exit_code == 1 and "corpora.yaml is not a valid corpus registry" in result.output
     assert result.output.strip().count("\n") == 0 and "Traceback" not in result.output
+
+
+# -- budgets the system enforces: each finding of an attack run, as behaviour -----------------------
+
+
+@pytest.fixture(scope="module")
+def large(tmp_path_factory) -> Path:
+    """A tree with large legal files (under the 64 MiB read cap) that naive handling multiplies."""
+    root = cli_tree(tmp_path_factory.mktemp("large"))  # a tree c2s shell serves
+    write(root / "skills" / "a" / "SKILL.md", "# A\n")
+    for i in range(40):
+        write(root / "skills" / f"s{i:03d}" / "INDEX.md", f"# {i}\n")
+        write(root / "skills" / f"s{i:03d}" / "sub" / "INDEX.md", f"# {i}.1\n")
+    write(root / "words.txt", ("ab " * 20 + "\n") * 1_000_000)  # 60 MB, 20 M words
+    write(root / "lines.txt", "x\n" * 3_000_000)
+    write(root / "numbers.txt", "".join(f"{(i * 7919) % 1_000_003}\n" for i in range(3_000_000)))
+    entries = [{"source": f"/home/someone/corpus/doc-{i}.md", "n": i} for i in range(600_000)]
+    write(root / "manifest.json", json.dumps({"corpus": "big", "source": "/home/someone/corpus",
+                                              "documents": entries}, indent=2))
+    write(root / "term_index.txt", "refund 1 2\npolicy 3\n" * 1000)
+    return root
+
+
+def ran_within(sb: Sandbox, command: str, budget: int = 256 << 20) -> str:
+    """Run ``command``; assert the memory it added to its worker (peak resident size from /proc)
+    stayed within ``budget``."""
+    out = sb.run(command)
+    added = sb.last_run.get("rss_peak", 0) - sb.last_run.get("rss_start", 0)
+    assert added < budget, (command, added >> 20)
+    return out
+
+
+def test_recursive_patterns_are_refused_and_cost_nothing(large):
+    sb = Sandbox(large)
+    for pattern in ("(?R)*x", "(a(?1)?b)", "(?P<n>a|b(?&n))+", "(?P<n>x)(?P>n)*", "(a)(?-1)", "(a)(?+1)(b)"):
+        out = ran_within(sb, f"grep -E {shlex.quote(pattern)} term_index.txt", 16 << 20)
+        assert out == (f"grep: refused: pattern {pattern!r} calls a group recursively ((?R), (?1), (?&name)); "
+                       "grep patterns cannot recurse"), out
+    assert "asks for fuzzy matching" in sb.run("grep -E '(?:refund){e<=2}' term_index.txt")
+    # The same characters as text, escaped or in a class, are ordinary patterns.
+    assert sb.run("grep -c '(?R)' term_index.txt") == "0"
+    assert sb.run("grep -cE '[(?R)]' term_index.txt") == "0"
+
+
+def test_large_legal_files_stream_within_the_budget(large):
+    sb = Sandbox(large)
+    assert ran_within(sb, "wc -w words.txt") == "20000000 words.txt"
+    assert ran_within(sb, "cat -n lines.txt | tail -n 1") == "3000000\tx"
+    assert ran_within(sb, "grep -c x lines.txt") == "3000000"
+    # Sorting keeps every line: stopped at the budget, never past it.
+    assert ran_within(sb, "sort -n numbers.txt | head -n 1") == (
+        "stopped: this command would use over 256 MiB of memory; narrow the path or page with head -n")
+    assert "lines.txt" in ran_within(sb, "ls").splitlines()  # and the next command runs
+
+
+def test_a_large_manifest_is_redacted_as_it_streams(large):
+    sb = Sandbox(large)
+    assert ran_within(sb, "head -n 3 manifest.json", 16 << 20) == (
+        '{\n  "corpus": "big",\n  "source": "<host path>",')
+    assert ran_within(sb, "grep -c someone manifest.json", 64 << 20) == "0"
+
+
+def test_error_lines_count_toward_the_output_cap(large):
+    sb = Sandbox(large)
+    out = sb.run("cat " + "skills/*/* " * 150)
+    assert len(out.encode()) <= 8192 + 200 and sb.last_status == 1  # the cap, and a note
+    assert out.splitlines()[0] == "# A"  # output first, then the error lines, capped
+    assert out.splitlines()[-2].startswith("cat: skills/") and out.endswith("more error lines not shown]")
+
+
+def test_an_over_long_name_is_refused_without_a_host_path(large):
+    sb = Sandbox(large)
+    out = sb.run("cat " + "x" * 256)
+    assert out == f"refused: a name in '{'x' * 40}…' is over 255 bytes long; no file in the tree has one"
+    assert str(large) not in out and sb.last_status == 2
+    assert "No such file" in sb.run("cat " + "x" * 255)  # the longest legal name is just missing
+
+
+def test_counts_take_ascii_digits_only(large):
+    sb = Sandbox(large)
+    assert sb.run("head -n ² lines.txt") == "head: invalid number of lines: '²'"
+    assert sb.run("tail -n ++5 lines.txt") == "tail: invalid number of lines: '++5'"
+    assert sb.run("find -maxdepth ²") == "find: invalid -maxdepth: '²'"
+    assert sb.run("find -maxdepth +1") == "find: invalid -maxdepth: '+1'"
+    assert sb.run("head -n +2 skills/a/SKILL.md") == "# A" and sb.run("tail -n +1 skills/a/SKILL.md") == "# A"
+
+
+def test_undecodable_bytes_are_one_line_over_the_cli(large):
+    import subprocess
+
+    sb = Sandbox(large)
+    assert sb.run("cat \udcff") == "refused: the command line holds bytes that are not UTF-8 text"
+    cli = [sys.executable.encode(), b"-m", b"c2s_agent.cli"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    shell = subprocess.run(cli + [b"shell", b"--tree", os.fsencode(large), b"cat \xff"], capture_output=True, env=env)
+    assert (shell.returncode, shell.stdout, shell.stderr) == (
+        2, b"refused: the command line holds bytes that are not UTF-8 text\n", b"")
+
+
+def test_the_budget_holds_over_the_cli(large):
+    """Each hostile command through ``c2s shell``: the largest resident size of the CLI process and
+    its workers (the kernel's, from wait4) stays within the CLI's own size plus the budget."""
+    import subprocess
+
+    def max_rss(command: str) -> tuple[int, int]:
+        proc = subprocess.Popen([sys.executable, "-m", "c2s_agent.cli", "shell", "--tree", str(large), command],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        return proc.returncode, usage.ru_maxrss * 1024
+
+    code, base = max_rss("pwd")
+    assert code == 0
+    for command in ("grep -E '(?R)*x' term_index.txt", "wc -w words.txt", "cat -n lines.txt",
+                    "sort -n numbers.txt", "head -n 2 manifest.json"):
+        code, peak = max_rss(command)
+        assert code in (0, 2) and peak < base + (256 << 20), (command, peak >> 20, base >> 20)

@@ -40,21 +40,20 @@ class Lines:
         tree, redact = self._tree, self._redact
 
         def text(raw: bytes) -> str:
-            line = raw.decode("utf-8", errors="replace")
-            return tree.redact(line) if redact else line
+            # One decode (and one redaction) per chunk of whole lines, not per line.
+            block = raw.decode("utf-8", errors="replace")
+            return tree.redact(block) if redact else block
 
         with self._f as f:
             pieces, chunk, left = [], self._first, self._left
             while chunk:
-                if b"\n" not in chunk:
+                cut = chunk.rfind(b"\n")
+                if cut < 0:
                     pieces.append(chunk)
                 else:
-                    head, *middle, tail = chunk.split(b"\n")
-                    pieces.append(head)
-                    yield text(b"".join(pieces))
-                    for raw in middle:
-                        yield text(raw)
-                    pieces = [tail]
+                    pieces.append(chunk[:cut])
+                    yield from text(b"".join(pieces)).split("\n")
+                    pieces = [chunk[cut + 1:]]
                 tree.budget.check()
                 chunk = f.read(min(READ_CHUNK, left)) if left > 0 else b""
                 left -= len(chunk)

@@ -54,11 +54,16 @@ class Matcher:
             raise SandboxError("grep: regular expressions need the 'regex' package here; "
                                "use -F for a fixed string")
         self.budget, self.left = budget, regex_timeout_s
+        # Plain text matched case-sensitively needs no regex engine: a substring test per line
+        # (cannot backtrack, so it spends none of the matching time).
+        self.needles = patterns if is_literal(patterns, opts) and not ({"i", "w"} & set(opts)) else None
         self.timeout = SandboxError(
             f"grep: stopped: pattern {shown} took over {regex_timeout_s:g} s of matching; "
             "simplify it (avoid nested quantifiers like (a+)+) or use -F for a fixed string")
 
     def __call__(self, line: str) -> bool:
+        if self.needles is not None:
+            return any(needle in line for needle in self.needles)
         return self.first(line) is not None
 
     def first(self, line: str, pos: int = 0, *, earliest: bool = False):
