@@ -612,8 +612,13 @@ def run_http(server, sock: socket.socket, *, token: str | None = None,
 
 
 def timed_http_protocol(seconds: float):
-    """uvicorn's HTTP protocol (httptools) with a deadline for receiving each request."""
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    """uvicorn's HTTP protocol (httptools) with a deadline for receiving each request; without
+    httptools, uvicorn's own (idle keep-alive connections still close after 5 s)."""
+    try:
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    except ImportError:
+        log.warning("httptools is not installed: HTTP requests have no receive deadline")
+        return "auto"
 
     class TimedRequests(HttpToolsProtocol):
         _deadline = None
