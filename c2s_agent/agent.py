@@ -180,12 +180,18 @@ def _provider(name: str) -> Callable[..., Reply]:
     return found
 
 
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
 def answer(question: str, tree: Tree | TreeTools | str | os.PathLike[str], provider: str = "offline",
            max_turns: int = 10, **opts: object) -> AnswerResult:
     """Answer ``question`` from the compiled tree at ``tree`` (a path, a Tree, or TreeTools to
     reuse; a fresh TreeTools gives a trace of this question alone)."""
     if not isinstance(question, str) or not question.strip():
         raise ValueError("the question is empty")
+    # Undecodable bytes (a terminal's argv, JSON's lone \\udcxx escapes) as U+FFFD, like any
+    # undecodable text: tokenisers and encoders take UTF-8 text only.
+    question = _SURROGATES.sub("\ufffd", question)
     run = _provider(provider)
     # A provider may ask for its own tool settings (the offline navigator reads long grep
     # listings that would swamp an LLM's context, so it asks for a larger output cap).

@@ -34,10 +34,13 @@ import stat
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, Field
 
 from c2s_core.layout import MANIFEST_FILE
 
@@ -55,6 +58,7 @@ TREE_URI = "c2s://tree/{+path}"
 DOC_URI = "c2s://doc/{+doc_id}"
 SKILLS_URI = "c2s://skills"
 RESOURCE_MAX_BYTES = 4 << 20  # a resource read returns at most this much of a file
+REQUEST_TIMEOUT_S = 10.0  # an HTTP request's headers and body must arrive within this
 SNAPSHOT_ATTEMPTS = 5  # tries to copy a version that a publish keeps replacing mid-copy
 _GLOB = re.compile(r"[*?[]")
 
@@ -311,8 +315,168 @@ def _alive(pid: int) -> bool:
 # -- the MCP server -----------------------------------------------------------------------
 
 
+MAX_QUESTION_CHARS = 2000  # a question, not a document: longer ones are refused by name
+MAX_RESOURCE_PATH_CHARS = 1024
+
+
+@dataclass
+class ServeContext:
+    """What every tool call reads, from the server's lifespan (``ctx.request_context.lifespan_context``):
+    the live tree and how ``ask`` answers."""
+
+    live: LiveTree
+    provider: str = "offline"
+    max_turns: int = 10
+    provider_options: dict = field(default_factory=dict)
+    ask_slots: int = 1
+
+    _limiters: Any = None  # a RunVar: one limiter per event loop (in-process clients run several)
+
+    def limiter(self):
+        """This event loop's limit on questions answered at once."""
+        import anyio
+        from anyio.lowlevel import RunVar
+
+        if self._limiters is None:
+            self._limiters = RunVar("c2s_ask_slots")
+        try:
+            return self._limiters.get()
+        except LookupError:
+            limiter = anyio.CapacityLimiter(self.ask_slots)
+            self._limiters.set(limiter)
+            return limiter
+
+
+def _serve_context(ctx) -> ServeContext:
+    return ctx.request_context.lifespan_context
+
+
+def _tool_error(message: str):
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    return ToolError(message)
+
+
+def _checked(tools: TreeTools, output: str):
+    """A tool's reply; a failed call (refused, stopped, an unknown id, a missing file) as a tool
+    error (``isError: true``) carrying the agent's own one-line reason, word for word."""
+    from mcp_types import CallToolResult, TextContent
+
+    call = tools.trace[-1]
+    if call.error or (call.tool == "code_execution" and tools.sandbox.last_status):
+        return CallToolResult(content=[TextContent(type="text", text=output)], is_error=True)
+    return output
+
+
 def _schema(tool: str) -> dict:
     return next(s for s in [*TOOL_SCHEMAS, SEARCH_SCHEMA] if s["name"] == tool)
+
+
+def _described(tool: str, param: str) -> str:
+    return _schema(tool)["input_schema"]["properties"][param]["description"]
+
+
+# -- the tools: typed functions over the lifespan's context -------------------------------
+
+Context = Any  # replaced by mcp's Context on first build (the SDK loads only when serving)
+
+
+def code_execution(command: Annotated[str, Field(description=_described("code_execution", "command"))],
+                   ctx: "Context") -> str:
+    with _serve_context(ctx).live.use() as t:
+        tools = TreeTools(t)
+        return _checked(tools, tools.code_execution(command))
+
+
+def get_document(doc_id: Annotated[str, Field(description=_described("get_document", "doc_id"))],
+                 ctx: "Context",
+                 offset: Annotated[int, Field(ge=0, description=_described("get_document", "offset"))] = 0) -> str:
+    with _serve_context(ctx).live.use() as t:
+        tools = TreeTools(t)
+        return _checked(tools, tools.get_document(doc_id, offset))
+
+
+def search(query: Annotated[str, Field(description=_described("search", "query"))], ctx: "Context",
+           k: Annotated[int, Field(ge=1, le=MAX_SEARCH_K, description=_described("search", "k"))] = SEARCH_K) -> str:
+    # Offered whatever the tree: one compiled before search indexes existed answers with the
+    # tool's own error, and a republish may add or drop the index without a restart.
+    with _serve_context(ctx).live.use() as t:
+        tools = TreeTools(t)
+        return _checked(tools, tools.search(query, k))
+
+
+class AskResult(BaseModel):
+    answer: str = Field(description="the answer, citing documents as [doc_id]")
+    citations: list[str] = Field(description="doc ids the answer cites, in order")
+    path: str = Field(description="the branch of the tree the answer came from")
+    flags: list[str] = Field(description="citation check problems (empty: every citation was read)")
+
+
+async def ask(question: Annotated[str, Field(description="the question, in natural language")],
+              ctx: "Context") -> AskResult:
+    import anyio
+
+    state = _serve_context(ctx)
+    if not question.strip():
+        raise _tool_error("the question is empty")
+    if len(question) > MAX_QUESTION_CHARS:
+        raise _tool_error(f"the question is {len(question):,} characters; the limit is {MAX_QUESTION_CHARS:,}")
+    # The offline navigator is CPU-bound (and its encoder runs one batch at a time): more
+    # questions at once than cores only add threads and memory; the rest wait their turn.
+    return await anyio.to_thread.run_sync(_answer, state, question, limiter=state.limiter())
+
+
+def _answer(state: ServeContext, question: str) -> AskResult:
+    from c2s_core.llm.clients import LLMError
+
+    from .agent import answer
+
+    with state.live.use() as t:
+        try:
+            result = answer(question, t, provider=state.provider, max_turns=state.max_turns,
+                            **state.provider_options)
+        except LLMError as e:
+            raise _tool_error(str(e)) from None
+    return AskResult(answer=result.answer, citations=result.citations, path=result.path, flags=result.flags)
+
+
+def tree_file(path: str, ctx: "Context") -> str:
+    from mcp.server.mcpserver.exceptions import ResourceNotFoundError
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INVALID_PARAMS
+
+    if not path or path.startswith(("/", "\\", "~")) or "\0" in path:
+        raise MCPError(INVALID_PARAMS, f"refused: {_shown(path)!r} is not a path relative to the tree")
+    if len(path) > MAX_RESOURCE_PATH_CHARS:
+        raise MCPError(INVALID_PARAMS, f"refused: the path is {len(path):,} characters; "
+                                       f"the limit is {MAX_RESOURCE_PATH_CHARS:,}")
+    if _GLOB.search(path):
+        raise MCPError(INVALID_PARAMS, "refused: a resource names one file; use code_execution for globs")
+    with _serve_context(ctx).live.use() as t:
+        tools = TreeTools(t, max_output_bytes=RESOURCE_MAX_BYTES)
+        text = tools.code_execution(f"cat -- {shlex.quote(path)}")
+        status = tools.sandbox.last_status
+    if status == 2:
+        raise MCPError(INVALID_PARAMS, text)
+    if status:
+        raise ResourceNotFoundError(text)
+    return text + "\n"
+
+
+def document(doc_id: str, ctx: "Context") -> str:
+    from mcp.server.mcpserver.exceptions import ResourceNotFoundError
+
+    with _serve_context(ctx).live.use() as t:
+        tools = TreeTools(t, page_chars=sys.maxsize)
+        text = tools.get_document(doc_id)
+        failed = tools.trace[-1].error
+    if failed:
+        raise ResourceNotFoundError(text)
+    return text
+
+
+def _shown(text: str, keep: int = 80) -> str:
+    return text if len(text) <= keep else text[:keep] + "…"
 
 
 def build_server(tree: LiveTree | str | os.PathLike[str], *, provider: str = "offline",
@@ -322,28 +486,27 @@ def build_server(tree: LiveTree | str | os.PathLike[str], *, provider: str = "of
     which answers at most ``ask_concurrency`` questions at once (default: one per CPU for the
     offline provider, 16 for an LLM one). Run it with :func:`run_stdio` / :func:`run_http`, or
     connect ``mcp.Client(server)`` in-process."""
-    from typing import Annotated
-
-    import anyio
-    from anyio.lowlevel import RunVar
+    from mcp.server.mcpserver import Context as McpContext
     from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
     from mcp.server.mcpserver.resources import ResourceSecurity
-    from mcp.shared.exceptions import MCPError
-    from mcp_types import INVALID_PARAMS
-    from pydantic import BaseModel, Field
 
-    from .agent import RULES, UnknownProviderError, answer, preloaded_context, providers
+    from .agent import RULES, UnknownProviderError, preloaded_context, providers
 
     if provider not in providers():
         raise UnknownProviderError(f"unknown provider {provider!r}; available: {', '.join(providers())}")
     live = tree if isinstance(tree, LiveTree) else LiveTree(tree)
+    state = ServeContext(live, provider, max_turns, dict(provider_options),
+                         ask_concurrency or ((os.cpu_count() or 2) if provider == "offline" else 16))
+
+    @asynccontextmanager
+    async def lifespan(server: MCPServer) -> AsyncIterator[ServeContext]:
+        yield state  # the tree stays open across connections; close() of the LiveTree ends it
 
     def instructions(t: Tree) -> str:  # the agent's system prompt: the method's rules, the skills
         return f"{RULES}\n\n{preloaded_context(t)}"
 
     with live.use() as t:
-        server = MCPServer(SERVER_NAME, instructions=instructions(t), log_level="WARNING",
+        server = MCPServer(SERVER_NAME, instructions=instructions(t), log_level="WARNING", lifespan=lifespan,
                            description="A compiled c2s skill tree: navigate it, read its documents, ask it.")
 
     def refresh_instructions(t: Tree) -> None:  # clients that connect later see the new skills
@@ -352,114 +515,37 @@ def build_server(tree: LiveTree | str | os.PathLike[str], *, provider: str = "of
             lowlevel.instructions = instructions(t)
 
     live.on_reload.append(refresh_instructions)
-
-    class AskResult(BaseModel):
-        answer: str = Field(description="the answer, citing documents as [doc_id]")
-        citations: list[str] = Field(description="doc ids the answer cites, in order")
-        path: str = Field(description="the branch of the tree the answer came from")
-        flags: list[str] = Field(description="citation check problems (empty: every citation was read)")
-
-    code = _schema("code_execution")
-    doc = _schema("get_document")
-    doc_props = doc["input_schema"]["properties"]
-
-    @server.tool(description=code["description"], structured_output=False)
-    def code_execution(
-        command: Annotated[str, Field(description=code["input_schema"]["properties"]["command"]["description"])],
-    ) -> str:
-        with live.use() as t:
-            return TreeTools(t).code_execution(command)
-
-    @server.tool(description=doc["description"], structured_output=False)
-    def get_document(
-        doc_id: Annotated[str, Field(description=doc_props["doc_id"]["description"])],
-        offset: Annotated[int, Field(ge=0, description=doc_props["offset"]["description"])] = 0,
-    ) -> str:
-        with live.use() as t:
-            return TreeTools(t).get_document(doc_id, offset)
-
-    found = _schema("search")
-    found_props = found["input_schema"]["properties"]
-
-    # Offered whatever the tree: one compiled before search indexes existed answers with the
-    # tool's own error, and a republish may add or drop the index without a restart.
-    @server.tool(description=found["description"], structured_output=False)
-    def search(
-        query: Annotated[str, Field(description=found_props["query"]["description"])],
-        k: Annotated[int, Field(ge=1, le=MAX_SEARCH_K, description=found_props["k"]["description"])] = SEARCH_K,
-    ) -> str:
-        with live.use() as t:
-            return TreeTools(t).search(query, k)
-
-    slots = ask_concurrency or ((os.cpu_count() or 2) if provider == "offline" else 16)
-    ask_slots: RunVar = RunVar("ask_slots")  # a limiter per event loop (in-process clients run several)
-
-    def answer_one(question: str) -> AskResult:
-        from c2s_core.llm.clients import LLMError
-
-        with live.use() as t:
-            try:
-                result = answer(question, t, provider=provider, max_turns=max_turns, **provider_options)
-            except LLMError as e:
-                raise ToolError(str(e)) from None
-        return AskResult(answer=result.answer, citations=result.citations, path=result.path, flags=result.flags)
-
-    @server.tool(description=(
+    _bind_context(McpContext)
+    for fn in (code_execution, get_document, search):
+        server.add_tool(fn, description=_schema(fn.__name__)["description"], structured_output=False)
+    server.add_tool(ask, description=(
         "Answer a question from the tree's documents: the server navigates the tree itself "
         f"(provider {provider!r}) and returns the answer with [doc_id] citations and the path taken."))
-    async def ask(question: Annotated[str, Field(description="the question, in natural language")]) -> AskResult:
-        if not question.strip():
-            raise ToolError("the question is empty")
-        try:
-            limiter = ask_slots.get()
-        except LookupError:
-            limiter = anyio.CapacityLimiter(slots)
-            ask_slots.set(limiter)
-        # The offline navigator is CPU-bound (and its encoder runs one batch at a time): more
-        # questions at once than cores only add threads and memory; the rest wait their turn.
-        return await anyio.to_thread.run_sync(answer_one, question, limiter=limiter)
-
-    @server.resource(TREE_URI, name="tree-file", mime_type="text/markdown",
-                     security=ResourceSecurity(exempt_params={"path"}),  # the sandbox's rules apply
-                     description=("A file of the tree, e.g. c2s://tree/skills/<skill>/SKILL.md, read with the "
-                                  "sandbox's rules: no '..' out of the tree, absolute paths, hidden names or "
-                                  "symbolic links. manifest.json is shown with host paths redacted."))
-    def tree_file(path: str) -> str:
-        if not path or path.startswith(("/", "\\", "~")) or "\0" in path:
-            raise MCPError(INVALID_PARAMS, f"refused: {path!r} is not a path relative to the tree")
-        if _GLOB.search(path):
-            raise MCPError(INVALID_PARAMS, "refused: a resource names one file; use code_execution for globs")
-        with live.use() as t:
-            tools = TreeTools(t, max_output_bytes=RESOURCE_MAX_BYTES)
-            text = tools.code_execution(f"cat -- {shlex.quote(path)}")
-            status = tools.sandbox.last_status
-        if status == 2:
-            raise MCPError(INVALID_PARAMS, text)
-        if status:
-            raise ResourceNotFoundError(text)
-        return text + "\n"
-
-    @server.resource(DOC_URI, name="document", mime_type="text/plain",
-                     security=ResourceSecurity(exempt_params={"doc_id"}),  # ids are keys, never paths
-                     description=("A document's full text by exact doc_id (percent-encode '#' and '?' as "
-                                  "%23 and %3F), with the same header as get_document."))
-    def document(doc_id: str) -> str:
-        with live.use() as t:
-            tools = TreeTools(t, page_chars=sys.maxsize)
-            text = tools.get_document(doc_id)
-            failed = tools.trace[-1].error
-        if failed:
-            raise ResourceNotFoundError(text)
-        return text
+    server.resource(TREE_URI, name="tree-file", mime_type="text/markdown",
+                    security=ResourceSecurity(exempt_params={"path"}),  # the sandbox's rules apply
+                    description=("A file of the tree, e.g. c2s://tree/skills/<skill>/SKILL.md, read with the "
+                                 "sandbox's rules: no '..' out of the tree, absolute paths, hidden names or "
+                                 "symbolic links. manifest.json is shown with host paths redacted."))(tree_file)
+    server.resource(DOC_URI, name="document", mime_type="text/plain",
+                    security=ResourceSecurity(exempt_params={"doc_id"}),  # ids are keys, never paths
+                    description=("A document's full text by exact doc_id (percent-encode '#' and '?' as "
+                                 "%23 and %3F), with the same header as get_document."))(document)
 
     @server.resource(SKILLS_URI, name="skills", mime_type="text/markdown",
                      description="The top-level skills with their descriptions: where navigation starts.")
-    def skills() -> str:
+    def skills() -> str:  # a static resource gets no ctx (the SDK's rule): the tree by closure
         with live.use() as t:
             return preloaded_context(t) + "\n"
 
     server.live_tree = live  # type: ignore[attr-defined]  # for callers that built it from a path
     return server
+
+
+def _bind_context(context_type: type) -> None:
+    """The tools' ``ctx: "Context"`` is the SDK's Context, which it injects by type (the SDK is
+    imported only once a server is built: the CLI stays quick to start)."""
+    global Context
+    Context = context_type
 
 
 class BearerToken:
@@ -508,14 +594,63 @@ def url_of(sock: socket.socket) -> str:
     return f"http://{f'[{host}]' if ':' in host else host}:{port}{HTTP_PATH}"
 
 
-def run_http(server, sock: socket.socket, *, token: str | None = None) -> None:
-    """Serve streamable HTTP on ``sock`` until interrupted (Ctrl-C, SIGTERM)."""
+def run_http(server, sock: socket.socket, *, token: str | None = None,
+             request_timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+    """Serve streamable HTTP on ``sock`` until interrupted (Ctrl-C, SIGTERM). A request must
+    arrive whole (headers and body) within ``request_timeout_s`` of its first byte, or of the
+    connection: a client that sends half a request is disconnected, not waited for."""
     import uvicorn
 
     host = sock.getsockname()[0]
     config = uvicorn.Config(http_app(server, token=token, host=host), log_level="warning",
-                            timeout_graceful_shutdown=5)
+                            timeout_graceful_shutdown=5, timeout_keep_alive=5,
+                            http=timed_http_protocol(request_timeout_s))
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def timed_http_protocol(seconds: float):
+    """uvicorn's HTTP protocol (httptools) with a deadline for receiving each request; without
+    httptools, uvicorn's own (idle keep-alive connections still close after 5 s)."""
+    try:
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    except ImportError:
+        log.warning("httptools is not installed: HTTP requests have no receive deadline")
+        return "auto"
+
+    class TimedRequests(HttpToolsProtocol):
+        _deadline = None
+
+        def _arm(self) -> None:
+            if self._deadline is None:
+                self._deadline = self.loop.call_later(seconds, self._expire)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _expire(self) -> None:
+            self._deadline = None
+            if not self.transport.is_closing():
+                self.transport.close()
+
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._arm()  # until its first request has arrived
+
+        def on_message_begin(self) -> None:
+            self._arm()
+            super().on_message_begin()
+
+        def on_message_complete(self) -> None:
+            self._disarm()  # the response may take as long as it needs (ask, event streams)
+            super().on_message_complete()
+
+        def connection_lost(self, exc) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return TimedRequests
 
 
 def run_stdio(server) -> None:

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from c2s_agent import sandbox as sandbox_module
-from c2s_agent.sandbox import MAX_PATTERN_EXPANSION, Sandbox, redact_host_paths
+from c2s_agent.sandbox import MAX_PATTERN_EXPANSION, Sandbox, limits, redact_host_paths
 from c2s_pipeline.ingest import MAX_FILE_BYTES, read_corpus, source_fingerprint
 
 from .test_ingest import write
@@ -222,7 +221,7 @@ def hostile(tmp_path: Path) -> Path:
 
 
 def test_unrolling_patterns_are_refused_before_compiling(hostile):
-    sb = Sandbox(hostile)
+    sb = Sandbox(hostile, isolated=False)  # in this process, where tracemalloc sees it
     tracemalloc.start()
     try:
         out = sb.run("grep -E '((((a{100}){100}){100}){100})' manifest.json")
@@ -300,36 +299,41 @@ def test_every_command_runs_under_a_time_and_memory_budget(hostile, monkeypatch)
     sb = Sandbox(hostile, time_budget_s=0.0)
     assert sb.run("ls -R") == "stopped: this command ran over 0 s; narrow the path or the pattern"
     assert sb.last_status == 2
-    # Memory is checked before the one allocation no later check could interrupt (splitting a
-    # large text into lines) and, throughout, as growth of the process's resident size.
-    write(hostile / "lines.txt", "a\n" * 600_000)
+    # Streams cost what they keep, not what they read: counting 600,000 lines keeps none; sorting
+    # them keeps all, and is stopped.
+    write(hostile / "lines.txt", "".join(f"line {i}\n" for i in range(600_000)))
     sb = Sandbox(hostile, memory_budget_bytes=8 << 20)
-    assert sb.run("cat lines.txt | wc -l") == (
+    assert sb.run("cat -n lines.txt | wc -l") == "600000"
+    assert sb.run("sort lines.txt | wc -l") == (
         "stopped: this command would use over 8 MiB of memory; narrow the path or page with head -n")
     assert sb.run("head -n 1 long.txt | wc -c") == "3002"
+    # Inside the interpreter memory is checked throughout, as growth of the resident size.
     growth = iter(range(0, 1 << 40, 4 << 20))  # each reading 4 MiB more than the last
-    monkeypatch.setattr(sandbox_module, "_memory_in_use", lambda: next(growth))
-    monkeypatch.setattr(sandbox_module, "MEMORY_CHECK_INTERVAL_S", 0.0)
-    sb = Sandbox(hostile, memory_budget_bytes=8 << 20)
+    monkeypatch.setattr(limits, "memory_in_use", lambda: next(growth))
+    monkeypatch.setattr(limits, "MEMORY_CHECK_INTERVAL_S", 0.0)
+    sb = Sandbox(hostile, memory_budget_bytes=8 << 20, isolated=False)
     assert "would use over 8 MiB of memory" in sb.run("find . -type f")
 
 
-def test_out_of_memory_inside_a_command_is_an_answer_not_a_crash(hostile, monkeypatch):
-    sb = Sandbox(hostile)
-
-    def boom(args, stdin):
-        raise MemoryError
-
-    monkeypatch.setitem(sb._commands, "wc", boom)
-    assert sb.run("wc -l INDEX.md") == ("stopped: the process ran out of memory running this command; "
-                                        "narrow the path or the pattern")
-    assert sb.run("ls skills") == "billing/\ncafé/\ncanary.md@\npipe.md"
+def test_out_of_memory_inside_a_command_is_an_answer_not_a_crash(hostile):
+    # One allocation in C (a 24 MiB line joined from its chunks) that no check inside the
+    # interpreter can interrupt: the worker's address-space limit fails it, the reply says so,
+    # and the next command gets a fresh worker.
+    write(hostile / "one-line.txt", "a" * (24 << 20) + "\n")
+    sb = Sandbox(hostile, memory_budget_bytes=16 << 20)
+    first = sb.run("ls")
+    worker = sb.last_run["pid"]
+    assert sb.run("cat one-line.txt | wc -c") == (
+        "stopped: this command would use over 16 MiB of memory; narrow the path or page with head -n")
+    assert sb.last_status == 2
+    assert sb.run("ls") == first and sb.last_run["pid"] != worker
+    assert Sandbox(hostile).run("cat one-line.txt | wc -c") == str((24 << 20) + 1)  # within 256 MiB
 
 
 # -- sandbox: generated commands -------------------------------------------------------------------
 
 
-FILES = ["INDEX.md", "manifest.json", "entity_index.json", "long.txt", "documents.sqlite",
+FILES = ["INDEX.md", "manifest.json", "big/words.txt", "big/lines.txt", "big/line.txt", "entity_index.json", "long.txt", "documents.sqlite",
          "skills/billing/SKILL.md", "skills/billing/refunds/INDEX.md", "skills/café/SKILL.md",
          "skills/café/日本/INDEX.md", "skills/pipe.md", "/INDEX.md", "./skills//billing/SKILL.md"]
 DIRS = [".", "/", "skills", "skills/billing", "skills/café", "skills/café/日本", "skills/billing/refunds/"]
@@ -345,7 +349,8 @@ REGEXES = ["^#", "a.b", "Re(f|x)und", "[[:alpha:]]+", "\\bpolicy\\b", "\\<Ref", 
            "*", "+", "\\", "é+", ".*", "a|b", "^$", "[^a-z]", "\\d+", "x{2,}", "(?i)ref", "\\p{L}+"]
 PATHOLOGICAL = ["(a+)+$", "(a|aa)+$", "(a*)*b", "((((a{100}){100}){100}){100})", "a{10001}",
                 "(" * 40 + "a" + ")" * 40, "(.*){20}x", "(a?){30}a{30}", "\\(a*\\)*b", "(x+x+)+y",
-                "((a{99}){99})", "[" * 300]
+                "((a{99}){99})", "[" * 300, "(?R)*x", "(a(?1)?b)", "(?P<n>a|b(?&n))+", "(?P<n>x)(?P>n)*",
+                "(?:ab){e<=2}", "(a|b)(?-1)*$"]
 FLAGS = {"ls": "Rla1F", "cat": "n", "grep": "rRinlcEwvFIhH", "head": "", "tail": "", "wc": "lwc",
          "sort": "rnu", "uniq": "c", "find": "", "pwd": ""}
 CONSTRUCTS = [" ; cat ../canary.txt", " && ls", " > out.txt", " >> x", " < /etc/passwd", " $(cat ../canary.txt)",
@@ -481,51 +486,71 @@ def _snapshot(top: Path) -> dict:
     return out
 
 
-@pytest.mark.timeout(120)
+def add_large_files(root: Path, tmp_path: Path) -> None:
+    """Large legal files (under the 64 MiB read cap) whose naive handling takes many times their
+    size: short words (a list of them), many short lines, one long line, and a large manifest
+    full of host paths."""
+    write(root / "big" / "words.txt", ("ab " * 20 + "\n") * 60_000)  # 3.6 MB, 1.2 M words
+    write(root / "big" / "lines.txt", "x\n" * 600_000)
+    write(root / "big" / "line.txt", "a" * (3 << 20) + "\n")
+    manifest = json.loads((root / "manifest.json").read_text())
+    manifest["documents"] = [{"source": f"{tmp_path}/corpus/doc-{i}.md", "n": i} for i in range(40_000)]
+    write(root / "manifest.json", json.dumps(manifest, indent=2))
+
+
+def _peak_added(sb: Sandbox) -> int:
+    """Resident memory the last command added to the worker that ran it, from /proc (VmHWM, the
+    kernel's peak, reset as the command started)."""
+    run = sb.last_run
+    return run["rss_peak"] - run["rss_start"] if "rss_peak" in run else 0
+
+
+@pytest.mark.timeout(300)
 def test_generated_commands_stay_confined_and_bounded(hostile, tmp_path):
     rng = random.Random(20240611)
+    add_large_files(hostile, tmp_path)
     commands = [generate_command(rng) for _ in range(400)]
+    commands += [f"{verb} {path}" for verb in ("wc", "wc -w", "cat -n", "sort -n", "sort -u", "uniq -c", "tail -n 1",
+                                                "head -n 2", "grep -c a", "grep -vc b")
+                 for path in ("big/words.txt", "big/lines.txt", "big/line.txt", "manifest.json")]
     root = hostile.resolve()
-    sb = Sandbox(hostile, max_output_bytes=4096, regex_timeout_s=0.05, time_budget_s=2.0,
-                 memory_budget_bytes=64 << 20)
-    sb.run("ls")  # first-use imports and caches are not the command's doing
+    budgets = dict(max_output_bytes=4096, regex_timeout_s=0.05, time_budget_s=2.0, memory_budget_bytes=32 << 20)
+    local = Sandbox(hostile, **budgets, isolated=False)  # in this process: the audit hook sees it
+    sb = Sandbox(hostile, **budgets)  # in a worker, as the agent runs it
+    local.run("ls")  # first-use imports and caches are not the command's doing
+    sb.run("ls")
     _install_audit_hook()
     before = _snapshot(tmp_path)
-    tracing = tracemalloc.is_tracing()
-    if not tracing:
-        tracemalloc.start()
     statuses: dict[int, int] = {}
     started = time.monotonic()
-    try:
-        for command in commands:
-            tracemalloc.reset_peak()
-            base = tracemalloc.get_traced_memory()[0]
-            _AUDIT["events"] = []
-            _AUDIT["thread"] = threading.get_ident()
-            t0 = time.monotonic()
-            try:
-                out = sb.run(command)
-            finally:
-                _AUDIT["thread"] = None
-            elapsed = time.monotonic() - t0
-            peak = tracemalloc.get_traced_memory()[1] - base
-            assert isinstance(out, str), command
-            assert not _violations(_AUDIT["events"], root), (command, _violations(_AUDIT["events"], root))
-            assert CANARY not in out and HIDDEN not in out, (command, out)
+    for command in commands:
+        _AUDIT["events"] = []
+        _AUDIT["thread"] = threading.get_ident()
+        try:
+            out = local.run(command)
+        finally:
+            _AUDIT["thread"] = None
+        assert not _violations(_AUDIT["events"], root), (command, _violations(_AUDIT["events"], root))
+        t0 = time.monotonic()
+        isolated = sb.run(command)
+        elapsed = time.monotonic() - t0
+        for reply in (out, isolated):
+            assert isinstance(reply, str), command
+            assert CANARY not in reply and HIDDEN not in reply, (command, reply)
             if str(tmp_path) not in command:
-                assert str(tmp_path) not in out, (command, out)  # no host path, manifest included
-            assert not out.startswith("error: "), (command, out)  # every failure is a known one
-            assert elapsed < sb.time_budget_s + 1.0, (command, elapsed)
-            assert peak < sb.memory_budget_bytes, (command, peak)
-            assert sb.last_status in (0, 1, 2)
-            statuses[sb.last_status] = statuses.get(sb.last_status, 0) + 1
-    finally:
-        if not tracing:
-            tracemalloc.stop()
+                assert str(tmp_path) not in reply, (command, reply)  # no host path, manifest included
+            assert not reply.startswith("error: "), (command, reply)  # every failure is a known one
+            assert len(reply.encode()) <= 4096 + 200, (command, len(reply.encode()))  # errors included
+        if not any(s in isolated for s in ("stopped:", "took over")):  # timing-dependent
+            assert isolated == out, command  # a worker answers what the interpreter answers
+        assert elapsed < sb.time_budget_s + 1.0, (command, elapsed)
+        assert _peak_added(sb) < sb.memory_budget_bytes, (command, _peak_added(sb) >> 20)
+        assert sb.last_status in (0, 1, 2)
+        statuses[sb.last_status] = statuses.get(sb.last_status, 0) + 1
     assert _snapshot(tmp_path) == before  # nothing written, created or removed
     # The generator reaches successes, per-file errors and refusals alike.
     assert all(statuses.get(k, 0) >= 20 for k in (0, 1, 2)), statuses
-    assert time.monotonic() - started < 20
+    assert time.monotonic() - started < 200
 
 
 # -- terminal output ----------------------------------------------------------------------------------
@@ -588,7 +613,7 @@ def test_shell_exit_status_follows_the_command(tmp_path):
         res = runner.invoke(app, ["shell", "--tree", tree, command])
         assert res.exit_code == 2 and message in res.output, (command, res.output)
     assert runner.invoke(app, ["shell", "--tree", tree, "cat manifest.json"]).output.strip() == (
-        '{\n  "source": "<host path>"\n}')
+        '{"source": "<host path>"}')
 
 
 # -- what a compile will replace and read ------------------------------------------------------
@@ -725,3 +750,120 @@ def test_a_broken_registry_is_one_line_naming_the_file(tmp_path):
     result = cli_compile(tmp_path / "home", str(corpus), "--corpus", "x")
     assert result.exit_code == 1 and "corpora.yaml is not a valid corpus registry" in result.output
     assert result.output.strip().count("\n") == 0 and "Traceback" not in result.output
+
+
+# -- budgets the system enforces: each finding of an attack run, as behaviour -----------------------
+
+
+@pytest.fixture(scope="module")
+def large(tmp_path_factory) -> Path:
+    """A tree with large legal files (under the 64 MiB read cap) that naive handling multiplies."""
+    root = cli_tree(tmp_path_factory.mktemp("large"))  # a tree c2s shell serves
+    write(root / "skills" / "a" / "SKILL.md", "# A\n")
+    for i in range(40):
+        write(root / "skills" / f"s{i:03d}" / "INDEX.md", f"# {i}\n")
+        write(root / "skills" / f"s{i:03d}" / "sub" / "INDEX.md", f"# {i}.1\n")
+    write(root / "words.txt", ("ab " * 20 + "\n") * 1_000_000)  # 60 MB, 20 M words
+    write(root / "lines.txt", "x\n" * 3_000_000)
+    write(root / "numbers.txt", "".join(f"{(i * 7919) % 1_000_003}\n" for i in range(3_000_000)))
+    entries = [{"source": f"/home/someone/corpus/doc-{i}.md", "n": i} for i in range(600_000)]
+    write(root / "manifest.json", json.dumps({"corpus": "big", "source": "/home/someone/corpus",
+                                              "documents": entries}, indent=2))
+    write(root / "term_index.txt", "refund 1 2\npolicy 3\n" * 1000)
+    return root
+
+
+def ran_within(sb: Sandbox, command: str, budget: int = 256 << 20) -> str:
+    """Run ``command``; assert the memory it added to its worker (peak resident size from /proc)
+    stayed within ``budget``."""
+    out = sb.run(command)
+    added = sb.last_run.get("rss_peak", 0) - sb.last_run.get("rss_start", 0)
+    assert added < budget, (command, added >> 20)
+    return out
+
+
+def test_recursive_patterns_are_refused_and_cost_nothing(large):
+    sb = Sandbox(large)
+    for pattern in ("(?R)*x", "(a(?1)?b)", "(?P<n>a|b(?&n))+", "(?P<n>x)(?P>n)*", "(a)(?-1)", "(a)(?+1)(b)"):
+        out = ran_within(sb, f"grep -E {shlex.quote(pattern)} term_index.txt", 16 << 20)
+        assert out == (f"grep: refused: pattern {pattern!r} calls a group recursively ((?R), (?1), (?&name)); "
+                       "grep patterns cannot recurse"), out
+    assert "asks for fuzzy matching" in sb.run("grep -E '(?:refund){e<=2}' term_index.txt")
+    # The same characters as text, escaped or in a class, are ordinary patterns.
+    assert sb.run("grep -c '(?R)' term_index.txt") == "0"
+    assert sb.run("grep -cE '[(?R)]' term_index.txt") == "0"
+
+
+def test_large_legal_files_stream_within_the_budget(large):
+    sb = Sandbox(large)
+    assert ran_within(sb, "wc -w words.txt") == "20000000 words.txt"
+    assert ran_within(sb, "cat -n lines.txt | tail -n 1") == "3000000\tx"
+    assert ran_within(sb, "grep -c x lines.txt") == "3000000"
+    # Sorting keeps every line: stopped at the budget, never past it.
+    assert ran_within(sb, "sort -n numbers.txt | head -n 1") == (
+        "stopped: this command would use over 256 MiB of memory; narrow the path or page with head -n")
+    assert "lines.txt" in ran_within(sb, "ls").splitlines()  # and the next command runs
+
+
+def test_a_large_manifest_is_redacted_as_it_streams(large):
+    sb = Sandbox(large)
+    assert ran_within(sb, "head -n 3 manifest.json", 16 << 20) == (
+        '{\n  "corpus": "big",\n  "source": "<host path>",')
+    assert ran_within(sb, "grep -c someone manifest.json", 64 << 20) == "0"
+
+
+def test_error_lines_count_toward_the_output_cap(large):
+    sb = Sandbox(large)
+    out = sb.run("cat " + "skills/*/* " * 150)
+    assert len(out.encode()) <= 8192 + 200 and sb.last_status == 1  # the cap, and a note
+    assert out.splitlines()[0] == "# A"  # output first, then the error lines, capped
+    assert out.splitlines()[-2].startswith("cat: skills/") and out.endswith("more error lines not shown]")
+
+
+def test_an_over_long_name_is_refused_without_a_host_path(large):
+    sb = Sandbox(large)
+    out = sb.run("cat " + "x" * 256)
+    assert out == f"refused: a name in '{'x' * 40}…' is over 255 bytes long; no file in the tree has one"
+    assert str(large) not in out and sb.last_status == 2
+    assert "No such file" in sb.run("cat " + "x" * 255)  # the longest legal name is just missing
+
+
+def test_counts_take_ascii_digits_only(large):
+    sb = Sandbox(large)
+    assert sb.run("head -n ² lines.txt") == "head: invalid number of lines: '²'"
+    assert sb.run("tail -n ++5 lines.txt") == "tail: invalid number of lines: '++5'"
+    assert sb.run("find -maxdepth ²") == "find: invalid -maxdepth: '²'"
+    assert sb.run("find -maxdepth +1") == "find: invalid -maxdepth: '+1'"
+    assert sb.run("head -n +2 skills/a/SKILL.md") == "# A" and sb.run("tail -n +1 skills/a/SKILL.md") == "# A"
+
+
+def test_undecodable_bytes_are_one_line_over_the_cli(large):
+    import subprocess
+
+    sb = Sandbox(large)
+    assert sb.run("cat \udcff") == "refused: the command line holds bytes that are not UTF-8 text"
+    cli = [sys.executable.encode(), b"-m", b"c2s_agent.cli"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    shell = subprocess.run(cli + [b"shell", b"--tree", os.fsencode(large), b"cat \xff"], capture_output=True, env=env)
+    assert (shell.returncode, shell.stdout, shell.stderr) == (
+        2, b"refused: the command line holds bytes that are not UTF-8 text\n", b"")
+
+
+def test_the_budget_holds_over_the_cli(large):
+    """Each hostile command through ``c2s shell``: the largest resident size of the CLI process and
+    its workers (the kernel's, from wait4) stays within the CLI's own size plus the budget."""
+    import subprocess
+
+    def max_rss(command: str) -> tuple[int, int]:
+        proc = subprocess.Popen([sys.executable, "-m", "c2s_agent.cli", "shell", "--tree", str(large), command],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        return proc.returncode, usage.ru_maxrss * 1024
+
+    code, base = max_rss("pwd")
+    assert code == 0
+    for command in ("grep -E '(?R)*x' term_index.txt", "wc -w words.txt", "cat -n lines.txt",
+                    "sort -n numbers.txt", "head -n 2 manifest.json"):
+        code, peak = max_rss(command)
+        assert code in (0, 2) and peak < base + (256 << 20), (command, peak >> 20, base >> 20)

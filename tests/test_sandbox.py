@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from c2s_agent import sandbox as sandbox_module
-from c2s_agent.sandbox import Sandbox
+from c2s_agent.sandbox import Sandbox, files, limits, patterns
 
 SECRET = "TOPSECRET-42"
 
@@ -84,13 +83,20 @@ def touched(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
 
     monkeypatch.setattr(Path, "open", spy_open)
     monkeypatch.setattr(Path, "iterdir", spy_iterdir)
-    monkeypatch.setattr(sandbox_module.os, "listdir", spy_listdir)
+    monkeypatch.setattr(files.os, "listdir", spy_listdir)
     return seen
 
 
 @pytest.fixture
 def sb(tree: Path) -> Sandbox:
     return Sandbox(tree, max_output_bytes=8192, regex_timeout_s=0.2)
+
+
+@pytest.fixture
+def local(tree: Path) -> Sandbox:
+    """The same interpreter run in this process, where the spies above see what it touches (and
+    monkeypatched limits apply)."""
+    return Sandbox(tree, max_output_bytes=8192, regex_timeout_s=0.2, isolated=False)
 
 
 def assert_confined(root: Path, touched: list[Path]) -> None:
@@ -154,9 +160,10 @@ ESCAPES = [
 
 
 @pytest.mark.parametrize(("command", "expected"), ESCAPES)
-def test_escape_attempts_are_refused_or_bounded(sb, tree, touched, command, expected):
+def test_escape_attempts_are_refused_or_bounded(sb, local, tree, touched, command, expected):
     start = time.monotonic()
-    out = sb.run(command)
+    out = local.run(command)
+    assert out == sb.run(command)  # in a worker process or not, the same reply
     assert expected in out
     assert "\n" not in out  # one-line messages
     assert SECRET not in out
@@ -177,7 +184,8 @@ def test_grep_suppresses_names_and_names_unsupported_options(sb):
     )
 
 
-def test_broad_commands_never_read_outside(sb, tree, touched):
+def test_broad_commands_never_read_outside(local, tree, touched):
+    sb = local
     # Globs, '/', whole-tree walks: all stay inside, skip symlinks, and never show the secret.
     commands = [
         "grep -r TOPSECRET", "grep -r TOPSECRET /", "grep -ril secret .", "find / -name '*'",
@@ -214,18 +222,20 @@ def test_a_single_huge_line_is_cut_too(tree):
         "narrow with grep or page with head -n/tail -n]"
 
 
-def test_catastrophic_regex_is_bounded_without_the_regex_module(sb, monkeypatch):
+def test_catastrophic_regex_is_bounded_without_the_regex_module(local, monkeypatch):
     # Fallback when `regex` is missing: stdlib `re` under an interval timer.
-    monkeypatch.setattr(sandbox_module, "_regex", None)
+    sb = local
+    monkeypatch.setattr(patterns, "_regex", None)
     start = time.monotonic()
     assert "took over 0.2 s of matching" in sb.run("grep -E '(a+)+$' long.txt")
     assert time.monotonic() - start < 2
     assert sb.run("grep -c 'ab$' long.txt") == "1"  # ordinary patterns still work
 
 
-def test_without_the_regex_module_other_threads_get_fixed_strings_only(sb, monkeypatch):
+def test_without_the_regex_module_other_threads_get_fixed_strings_only(local, monkeypatch):
     # SIGALRM only reaches the main thread, so elsewhere regexes are refused, literals allowed.
-    monkeypatch.setattr(sandbox_module, "_regex", None)
+    sb = local
+    monkeypatch.setattr(patterns, "_regex", None)
     results: list[str] = []
     worker = threading.Thread(target=lambda: results.extend(
         [sb.run("grep -E '(a+)+$' long.txt"), sb.run("grep -c 'a.b' -F long.txt")]))
@@ -237,11 +247,12 @@ def test_without_the_regex_module_other_threads_get_fixed_strings_only(sb, monke
     ]
 
 
-def test_walks_are_bounded(sb, monkeypatch):
-    monkeypatch.setattr(sandbox_module, "MAX_FILES", 5)
+def test_walks_are_bounded(local, monkeypatch):
+    sb = local
+    monkeypatch.setattr(limits, "MAX_FILES", 5)
     assert sb.run("grep -r refund") == (
         "stopped: visited more than 5 files and directories; narrow the path")
-    monkeypatch.setattr(sandbox_module, "MAX_SCAN_BYTES", 1000)
+    monkeypatch.setattr(limits, "MAX_SCAN_BYTES", 1000)
     assert sb.run("cat big.txt") == (
         "cat: stopped: this command would read more than 1,000 bytes; narrow the path")
 

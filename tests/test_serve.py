@@ -74,6 +74,11 @@ def text(result) -> str:
     return result.content[0].text
 
 
+def failure(result) -> str:
+    assert result.is_error, result.content
+    return result.content[0].text
+
+
 @pytest.fixture(scope="module")
 def tree(sample_tree, tmp_path_factory) -> Path:
     """A private copy of the sample tree (other tests' trees are never republished)."""
@@ -98,12 +103,17 @@ def test_in_process_tools_match_the_agent_tools(server, tree):
             assert {t.uri_template for t in (await client.list_resource_templates()).resource_templates} == TEMPLATES
             assert "Skills (skills/<name>/SKILL.md)" in client.instructions
             agent = TreeTools(tree)
-            for command in ("ls skills", f"grep -il tw-1002 {first_skill(tree)}", "cat ../manifest.json",
-                            "ls; rm -rf /"):
+            for command in ("ls skills", f"grep -il tw-1002 {first_skill(tree)}"):
                 assert text(await client.call_tool("code_execution", {"command": command})) == \
                     agent.code_execution(command)
-            for args in ({"doc_id": DOC}, {"doc_id": DOC, "offset": 100}, {"doc_id": "no-such-doc"}):
+            # Failures are tool errors (isError), with the agent's own one-line reason.
+            for command in ("cat ../manifest.json", "ls; rm -rf /", "cat no-such.md"):
+                assert failure(await client.call_tool("code_execution", {"command": command})) == \
+                    agent.code_execution(command)
+            for args in ({"doc_id": DOC}, {"doc_id": DOC, "offset": 100}):
                 assert text(await client.call_tool("get_document", args)) == agent.get_document(**args)
+            assert failure(await client.call_tool("get_document", {"doc_id": "no-such-doc"})) == \
+                agent.get_document("no-such-doc")
             assert agent.has_search
             for args in ({"query": "TW-1002 locked"}, {"query": "refund", "k": 3}, {"query": "zzzqqq"}):
                 assert text(await client.call_tool("search", args)) == agent.search(**args)
@@ -325,3 +335,124 @@ def test_serve_command(tree):
     unknown = runner.invoke(app, ["serve", "--tree", str(tree), "--provider", "nope"])
     assert unknown.exit_code == 2 and "unknown provider" in unknown.output
     assert not others_snapshots(tree)
+
+
+# -- failures and budgets over MCP ---------------------------------------------------------------
+
+
+def test_failures_are_tool_errors_naming_no_internals(server, tree):
+    async def main():
+        async with Client(server) as client:
+            calls = {
+                "unknown doc id": ("get_document", {"doc_id": "no-such-doc"}),
+                "refused path": ("code_execution", {"command": "cat ../../etc/passwd"}),
+                "over-long name": ("code_execution", {"command": "cat " + "x" * 256}),
+                "stopped": ("code_execution", {"command": "grep -E '(?R)*x' term_index.txt"}),
+                "long question": ("ask", {"question": "refund " * 1000}),
+                "empty search": ("search", {"query": " "}),
+            }
+            return {why: await client.call_tool(name, args) for why, (name, args) in calls.items()}
+
+    results = anyio.run(main)
+    for why, result in results.items():
+        message = result.content[0].text
+        assert result.is_error, (why, message)
+        assert "\n" not in message and "Traceback" not in message, (why, message)
+        # Neither the served tree nor the server's private snapshot folder is ever named.
+        assert str(tree.parent) not in message and ".serving-" not in message, (why, message)
+        assert "command line" not in message, (why, message)  # the client sent no command line for ask
+    assert results["long question"].content[0].text.endswith("the question is 7,000 characters; the limit is 2,000")
+    assert "over 255 bytes long" in results["over-long name"].content[0].text
+
+
+def _rss(pid: int, field: str = "VmRSS") -> int:
+    from c2s_agent.sandbox.worker import proc_status_bytes
+
+    return proc_status_bytes(pid, field)
+
+
+def _workers() -> list[int]:
+    """This process's children: the sandbox's worker processes."""
+    mine = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and f"PPid:\t{os.getpid()}\n" in _status_text(int(name)):
+            mine.append(int(name))
+    return mine
+
+
+def _status_text(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return ""
+
+
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux /proc")
+def test_the_budget_holds_over_mcp(sample_tree, tmp_path):
+    """Hostile commands over MCP: the server process's peak resident size barely moves (commands
+    run in workers) and no worker's peak passes its budget; every call is answered."""
+    from c2s_agent.serve import build_server
+
+    out = copy_tree(sample_tree.out, tmp_path / "big")
+    (out / "words.txt").write_text(("ab " * 20 + "\n") * 1_000_000)
+    (out / "lines.txt").write_text("x\n" * 3_000_000)
+    server = build_server(out)
+    commands = ["grep -E '(?R)*x' term_index.txt", "wc -w words.txt", "cat -n lines.txt | wc -l",
+                "sort lines.txt | uniq -c", "grep -cE '(x|xx)+$' lines.txt"]
+
+    async def main():
+        async with Client(server) as client:
+            await client.call_tool("code_execution", {"command": "ls"})  # first-use imports
+            replies = []
+            for command in commands:
+                Path("/proc/self/clear_refs").write_text("5")  # VmHWM from here
+                before = _rss(os.getpid())
+                result = await client.call_tool("code_execution", {"command": command})
+                replies.append((command, result, _rss(os.getpid(), "VmHWM") - before,
+                                [_rss(pid, "VmHWM") for pid in _workers()]))
+            return replies
+
+    try:
+        replies = anyio.run(within, 120, main)
+    finally:
+        server.live_tree.close()
+    for command, result, server_growth, worker_peaks in replies:
+        assert server_growth < 48 << 20, (command, server_growth >> 20)
+        assert worker_peaks and max(worker_peaks) < (256 + 64) << 20, (command, [p >> 20 for p in worker_peaks])
+    answers = {command: result.content[0].text for command, result, *_ in replies}
+    assert answers["wc -w words.txt"] == "20000000 words.txt"
+    assert answers["cat -n lines.txt | wc -l"] == "3000000"
+    assert "calls a group recursively" in answers["grep -E '(?R)*x' term_index.txt"]
+
+
+def test_half_sent_http_requests_are_dropped(tree):
+    import socket
+    import time
+
+    code = ("import sys; from c2s_agent.serve import bind, build_server, run_http, url_of; "
+            "s = build_server(sys.argv[1]); k = bind('127.0.0.1', 0); print(url_of(k), flush=True); "
+            "run_http(s, k, request_timeout_s=1.0)")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tree)], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    try:
+        url = proc.stdout.readline().strip()
+        host, port = re.match(r"http://([\d.]+):(\d+)/mcp", url).groups()
+        slow = []
+        for _ in range(50):
+            sock = socket.create_connection((host, int(port)))
+            sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n")  # never finished
+            slow.append(sock)
+        body = socket.create_connection((host, int(port)))  # headers whole, the body never
+        body.sendall(b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+        slow.append(body)
+        time.sleep(2.5)
+        for sock in slow:
+            sock.settimeout(5)  # recv raises TimeoutError on a connection still held open
+            while sock.recv(1024):  # whatever the server wrote before closing, then end of stream
+                pass
+            sock.close()
+        # Whole requests are still served.
+        assert httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, timeout=10).status_code < 500
+    finally:
+        proc.terminate()
+        proc.wait(15)
