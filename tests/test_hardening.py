@@ -842,7 +842,7 @@ def test_undecodable_bytes_are_one_line_over_the_cli(large):
 
     sb = Sandbox(large)
     assert sb.run("cat \udcff") == "refused: the command line holds bytes that are not UTF-8 text"
-    cli = [sys.executable.encode(), b"-m", b"c2s_agent.cli"]
+    cli = [sys.executable.encode(), b"-m", b"c2s_cli"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     shell = subprocess.run(cli + [b"shell", b"--tree", os.fsencode(large), b"cat \xff"], capture_output=True, env=env)
     assert (shell.returncode, shell.stdout, shell.stderr) == (
@@ -855,7 +855,7 @@ def test_the_budget_holds_over_the_cli(large):
     import subprocess
 
     def max_rss(command: str) -> tuple[int, int]:
-        proc = subprocess.Popen([sys.executable, "-m", "c2s_agent.cli", "shell", "--tree", str(large), command],
+        proc = subprocess.Popen([sys.executable, "-m", "c2s_cli", "shell", "--tree", str(large), command],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
