@@ -19,6 +19,13 @@ from c2s_core.text import sha256_hex
 KEEP_RELEASES = 3
 
 
+def s3_client(s3):
+    """The boto3 client of ``s3``: an ``S3Resource`` (sensors, the schedule, the CLI) or the client
+    itself, which is what dagster-aws puts on an asset's context for its ``s3`` resource."""
+    get_client = getattr(s3, "get_client", None)
+    return get_client() if get_client is not None else s3
+
+
 def is_s3(uri: str) -> bool:
     return uri.startswith("s3://")
 

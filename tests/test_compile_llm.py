@@ -215,7 +215,8 @@ def test_max_cost_stops_cleanly_and_a_rerun_resumes(tmp_path, server, corpus30, 
     result = CliRunner().invoke(app, ["compile", str(corpus30), "--corpus", "c30", "--provider", "anthropic",
                                       "--base-url", server.base_url, "--max-cost", "0.02"])
     assert result.exit_code == 1 and "Traceback" not in result.output
-    message = result.output.strip().splitlines()
+    # Off a terminal the compile logs timestamped progress lines first; the error is the one other line.
+    message = [line for line in result.output.strip().splitlines() if not re.match(r"\d\d:\d\d:\d\d ", line)]
     assert len(message) == 1 and re.fullmatch(
         r"error: budget of \$0\.02 reached after \$0\.0\d in doc_cards; rerun with a higher --max-cost to resume "
         r"— completed items are cached", message[0]), result.output

@@ -5,7 +5,6 @@ from pathlib import Path
 
 import polars as pl
 from dagster import Failure, MetadataValue
-from dagster_aws.s3 import S3Resource
 
 from ..artifacts import matrix_version, table_version
 from c2s_core.encoder import embed_with_cache
@@ -13,7 +12,7 @@ from c2s_core.identifiers import by_rarity
 from ..ingest import CorpusError, as_rows, read_corpus, source_fingerprint
 from c2s_core.llm.schemas import Card, CardInput
 from ..resources import EncoderResource, LLMResource, WorkspaceResource
-from ..storage import download_prefix, is_s3, s3_fingerprint
+from ..storage import download_prefix, is_s3, s3_client, s3_fingerprint
 from c2s_core.text import sha256_hex
 from ..workspace import CorpusSpec
 from c2s_core.atomic_publish import OutputError, check_output
@@ -24,9 +23,9 @@ EMBED_TEXT_CHARS = 2000  # document text embedded after its card (the encoder re
 SOURCE_STATE_FILE = "source_state.json"
 
 
-def corpus_fingerprint(spec: CorpusSpec, home: Path, s3: S3Resource) -> str:
+def corpus_fingerprint(spec: CorpusSpec, home: Path, s3) -> str:
     if is_s3(spec.source):
-        return s3_fingerprint(s3.get_client(), spec.source)
+        return s3_fingerprint(s3_client(s3), spec.source)
     options = spec.read_options(home)
     return source_fingerprint(Path(spec.source), follow_symlinks=options["follow_symlinks"],
                               exclude=options["exclude"])
@@ -37,7 +36,7 @@ def corpus_state(spec: CorpusSpec, fingerprint: str) -> str:
     return sha256_hex(fingerprint, spec.model_dump_json())[:24]
 
 
-def documents(stage: Stage, workspace: WorkspaceResource, s3: S3Resource):
+def documents(stage: Stage, workspace: WorkspaceResource, s3):
     """Read the corpus's source (a folder, a JSONL file or an S3 prefix) into documents."""
     spec, art = stage.corpus, stage.artifacts
     # Taken before reading, so a change made during the read is seen by the next sensor tick;
@@ -48,7 +47,7 @@ def documents(stage: Stage, workspace: WorkspaceResource, s3: S3Resource):
     except OutputError as exc:
         raise Failure(description=str(exc), metadata={SELF_DESCRIBED: True}, allow_retries=False) from exc
     try:
-        local = download_prefix(s3.get_client(), spec.source, art.root / "source") if is_s3(spec.source) else Path(spec.source)
+        local = download_prefix(s3_client(s3), spec.source, art.root / "source") if is_s3(spec.source) else Path(spec.source)
         result = read_corpus(local, **spec.read_options(workspace.workspace.home))
     except CorpusError as exc:
         raise Failure(description=str(exc)) from exc

@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 from dagster import AssetCheckResult, AssetCheckSeverity, AssetExecutionContext, Failure, MetadataValue
-from dagster_aws.s3 import S3Resource
 
 from .. import __version__, incremental
 from ..artifacts import CorpusArtifacts, table_version
@@ -28,7 +27,7 @@ from c2s_core.navrows import DocCard, doc_stub, group_stub
 from ..render import NodeExtras, render_node
 from ..resources import EncoderResource, LLMResource, WorkspaceResource
 from c2s_core.search_index import SearchIndex, write_search_index
-from ..storage import publish_tree
+from ..storage import publish_tree, s3_client
 from c2s_core.term_index import TITLE_MARK, build_term_index, parse_term_index
 from c2s_core.text import clip, sha256_hex
 from ..forest import Forest, Node, build_forest
@@ -248,7 +247,7 @@ def staged_tree(stage: Stage, workspace: WorkspaceResource, llm: LLMResource, en
     )
 
 
-def skill_tree(stage: Stage, workspace: WorkspaceResource, s3: S3Resource):
+def skill_tree(stage: Stage, workspace: WorkspaceResource, s3):
     """Publish the staged tree and keep what it was built from as the next compile's base."""
     context = stage.context
     spec, art = stage.corpus, stage.artifacts
@@ -281,7 +280,7 @@ def skill_tree(stage: Stage, workspace: WorkspaceResource, s3: S3Resource):
     published = {}
     if spec.publish:
         build = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{manifest_digest(out)}"
-        published["s3_release"] = MetadataValue.url(publish_tree(s3.get_client(), out, spec.publish, spec.name, build))
+        published["s3_release"] = MetadataValue.url(publish_tree(s3_client(s3), out, spec.publish, spec.name, build))
     published.update(_view(context, out, art))
     stats = manifest["stats"]
     preview = "\n".join(f"- **{s['name']}** ({s['documents']} docs): {s['description']}" for s in manifest["skills"])
