@@ -96,7 +96,7 @@ def navigator_recall(tree: Path, questions: list[dict], k: int = 5) -> dict:
 
     hits, fetched_any, seconds = 0, 0, []
     for i, q in enumerate(questions):
-        result = answer(q["question"], tree, provider="offline")
+        result = answer(q["question"], tree, navigator="offline")
         gold = set(q["gold_ids"])
         hits += bool(gold & set(result.fetched[:k]))
         fetched_any += bool(gold & set(result.fetched))

@@ -67,7 +67,7 @@ def navigate_all(tree, items, route: bool, page_level: bool = False) -> list[dic
     for i, item in enumerate(items):
         key = (str(tree.root), item.question, route)
         if key not in _ANSWERS:
-            r = answer(item.question, tree, provider="offline", route=route, route_below=1.01)
+            r = answer(item.question, tree, navigator="offline", route=route, route_below=1.01)
             _ANSWERS[key] = (list(r.fetched), dict(r.usage))
         fetched, u = _ANSWERS[key]
         out.append({"id": item.id, "ranked": fetched[:10], "recall@5": recall5(fetched, item.gold_ids, page_level),
@@ -110,7 +110,7 @@ def evaluate(tree_path: Path, qa_path: Path, *, limit: int | None = None, route_
     ``page_level`` scores pages instead of documents (see :func:`recall5`)."""
     from c2s_agent.evaluation.baselines import Baselines
     from c2s_agent.evaluation.metrics import bootstrap_interval, load_qa, paired_bootstrap
-    from c2s_agent.offline import ROUTE_BELOW
+    from c2s_agent.offline_navigator import ROUTE_BELOW
     from c2s_core.tree import open_tree
 
     tree = open_tree(tree_path)

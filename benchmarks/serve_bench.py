@@ -1,9 +1,9 @@
 """Serving cost of the offline navigator: latency per query and navigation bytes read per query,
 against the O(p·log_p N) the method promises.
 
-For each corpus the benchmark compiles it (offline provider, into ``--home`` or a temporary
-home; a warm home reuses the compile), warms the encoder with one untimed query, then answers
-every question with ``c2s_agent.answer(q, tree, provider="offline")`` and reports:
+For each corpus the benchmark compiles it (offline compile provider, into ``--home`` or a
+temporary home; a warm home reuses the compile), warms the encoder with one untimed query, then
+answers every question with ``c2s_agent.answer(q, tree, navigator="offline")`` and reports:
 
 - latency per query: p50 / p95 / mean / max (seconds, wall clock of ``answer``);
 - navigation bytes per query, from ``usage``: ``nav_bytes`` (tool output the navigator saw of
@@ -91,10 +91,10 @@ def bench(name: str, tree: Path, questions: list[dict], p: int) -> dict:
     rows = row_stats(tree)
     depth = max(1, math.ceil(math.log(n_docs, p)))
     reference = p * depth * rows["mean_row_bytes"]
-    answer(questions[0]["question"], tree, provider="offline")  # warm: encoder load, tree caches
+    answer(questions[0]["question"], tree, navigator="offline")  # warm: encoder load, tree caches
     lat, nav, scanned, docs, nav_files, tool_calls, hits = [], [], [], [], [], [], 0
     for i, q in enumerate(questions):
-        result = answer(q["question"], tree, provider="offline")
+        result = answer(q["question"], tree, navigator="offline")
         u = result.usage
         lat.append(u["seconds"])
         nav.append(u["nav_bytes"])

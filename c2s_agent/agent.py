@@ -4,13 +4,13 @@
     result = answer("How do I get a refund?", "out/tree")
     print(result.answer, result.citations, result.path)
 
-The pieces every provider shares live here: the preloaded context (each skill's name and
+The pieces every navigator shares live here: the preloaded context (each skill's name and
 description), the system prompt rules of the method, a turn budget, the citation check and the
-:class:`AnswerResult`. A provider is a function ``(question, tools, *, budget, system, **opts)
--> Reply`` that acts on the tree only through :class:`~c2s_agent.tools.TreeTools`; ``offline``
-(the deterministic navigator in :mod:`c2s_agent.offline`), ``anthropic`` and ``openai`` (LLM
-tool-use loops in :mod:`c2s_agent.providers`) are built in; others plug in with
-:func:`register_provider`.
+:class:`AnswerResult`. A navigator (who navigates the tree to answer) is a function ``(question,
+tools, *, budget, system, **opts) -> Reply`` that acts on the tree only through
+:class:`~c2s_agent.tools.TreeTools`; ``offline`` (the deterministic navigator in
+:mod:`c2s_agent.offline_navigator`), ``anthropic`` and ``openai`` (LLM tool-use loops in
+:mod:`c2s_agent.llm_navigator`) are built in; others plug in with :func:`register_navigator`.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class TurnBudget(Rounds):
     """Rounds of tool calls an agent may still make; the last round is for answering."""
 
     def reminder(self) -> str:
-        """A line for an LLM provider to append to tool results as the budget runs out."""
+        """A line for an LLM navigator to append to tool results as the budget runs out."""
         if self.left <= 1:
             return "Turn budget exhausted: answer now from the documents you have retrieved."
         return f"{self.left} turn(s) left."
@@ -106,7 +106,7 @@ def check_citations(answer: str, fetched: list[str], exists: Callable[[str], boo
 
 @dataclass
 class Reply:
-    """What a provider returns."""
+    """What a navigator returns."""
 
     answer: str
     fetched: list[str] = field(default_factory=list)  # evidence order; default: order first read
@@ -114,14 +114,14 @@ class Reply:
     turns: int = 0
     visited: list[str] = field(default_factory=list)  # nav files read
     notes: list[str] = field(default_factory=list)
-    usage: dict = field(default_factory=dict)  # provider extras, e.g. LLM tokens
-    flags: list[str] = field(default_factory=list)  # provider problems (refusal, truncation)
+    usage: dict = field(default_factory=dict)  # navigator extras, e.g. LLM tokens
+    flags: list[str] = field(default_factory=list)  # navigator problems (refusal, truncation)
 
 
 @dataclass
 class AnswerResult:
     """One answered question. ``fetched`` lists every document read with get_document, best
-    first where the provider ranks them (the offline navigator reads ~10 candidates to rank
+    first where the navigator ranks them (the offline navigator reads ~10 candidates to rank
     them; ``trace`` keeps the calls in the order they were made)."""
 
     question: str
@@ -132,7 +132,7 @@ class AnswerResult:
     turns: int
     usage: dict
     path: str  # e.g. "skills → billing → refunds → 2 docs"
-    provider: str = "offline"
+    navigator: str = "offline"  # who navigated: offline, anthropic, openai or a registered one
     flags: list[str] = field(default_factory=list)  # citation check problems
     visited: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -150,50 +150,58 @@ class AnswerResult:
         return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
 
 
-class UnknownProviderError(ValueError):
+class UnknownNavigatorError(ValueError):
     pass
 
 
-_PROVIDERS: dict[str, Callable[..., Reply] | str] = {
-    "offline": "c2s_agent.offline:navigate",
-    "anthropic": "c2s_agent.providers:anthropic",  # LLM tool-use loops (c2s_agent.providers)
-    "openai": "c2s_agent.providers:openai",
+_NAVIGATORS: dict[str, Callable[..., Reply] | str] = {
+    "offline": "c2s_agent.offline_navigator:navigate",
+    "anthropic": "c2s_agent.llm_navigator:anthropic",  # LLM tool-use loops (c2s_agent.llm_navigator)
+    "openai": "c2s_agent.llm_navigator:openai",
 }
 
 
-def register_provider(name: str, provider: Callable[..., Reply] | str) -> None:
-    """Add a provider: a callable, or a lazily imported "module:function" string."""
-    _PROVIDERS[name] = provider
+def register_navigator(name: str, navigator: Callable[..., Reply] | str) -> None:
+    """Add a navigator: a callable, or a lazily imported "module:function" string."""
+    _NAVIGATORS[name] = navigator
 
 
-def providers() -> list[str]:
-    return sorted(_PROVIDERS)
+def navigators() -> list[str]:
+    """The names :func:`answer` takes as ``navigator``, sorted."""
+    return sorted(_NAVIGATORS)
 
 
-def _provider(name: str) -> Callable[..., Reply]:
-    found = _PROVIDERS.get(name)
-    if found is None:
-        raise UnknownProviderError(f"unknown provider {name!r}; available: {', '.join(providers())}")
+def check_navigator(name: str) -> None:
+    """Raise :class:`UnknownNavigatorError`, listing the available ones, unless ``name`` is one."""
+    if name not in _NAVIGATORS:
+        raise UnknownNavigatorError(f"unknown navigator {name!r}; available: {', '.join(navigators())}")
+
+
+def _navigator(name: str) -> Callable[..., Reply]:
+    check_navigator(name)
+    found = _NAVIGATORS[name]
     if isinstance(found, str):
         module, _, attr = found.partition(":")
-        found = _PROVIDERS[name] = getattr(importlib.import_module(module), attr)
+        found = _NAVIGATORS[name] = getattr(importlib.import_module(module), attr)
     return found
 
 
 _SURROGATES = re.compile("[\ud800-\udfff]")
 
 
-def answer(question: str, tree: Tree | TreeTools | str | os.PathLike[str], provider: str = "offline",
+def answer(question: str, tree: Tree | TreeTools | str | os.PathLike[str], navigator: str = "offline",
            max_turns: int = 10, **opts: object) -> AnswerResult:
     """Answer ``question`` from the compiled tree at ``tree`` (a path, a Tree, or TreeTools to
-    reuse; a fresh TreeTools gives a trace of this question alone)."""
+    reuse; a fresh TreeTools gives a trace of this question alone) with ``navigator``: who
+    navigates, ``offline`` (no LLM), ``anthropic``, ``openai`` or one added with
+    :func:`register_navigator`; ``opts`` go to it (``model``, ``base_url`` ... for an LLM one)."""
     if not isinstance(question, str) or not question.strip():
         raise ValueError("the question is empty")
     # Undecodable bytes (a terminal's argv, JSON's lone \\udcxx escapes) as U+FFFD, like any
     # undecodable text: tokenisers and encoders take UTF-8 text only.
     question = _SURROGATES.sub("\ufffd", question)
-    run = _provider(provider)
-    # A provider may ask for its own tool settings (the offline navigator reads long grep
+    run = _navigator(navigator)
+    # A navigator may ask for its own tool settings (the offline navigator reads long grep
     # listings that would swamp an LLM's context, so it asks for a larger output cap).
     tools = tree if isinstance(tree, TreeTools) else TreeTools(tree, **getattr(run, "tool_options", {}))
     budget = TurnBudget(max_turns)
@@ -205,5 +213,5 @@ def answer(question: str, tree: Tree | TreeTools | str | os.PathLike[str], provi
     usage = {**tools.usage(), "nav_files_read": len(reply.visited), **reply.usage,
              "seconds": round(time.perf_counter() - start, 3)}
     return AnswerResult(question, reply.answer, citations_in(reply.answer), fetched, tools.trace,
-                        reply.turns or budget.used, usage, reply.path, provider, flags,
+                        reply.turns or budget.used, usage, reply.path, navigator, flags,
                         reply.visited, reply.notes)

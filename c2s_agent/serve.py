@@ -4,7 +4,7 @@ The server offers the agent's own tools over the Model Context Protocol (officia
 
 - tools ``code_execution(command)``, ``get_document(doc_id, offset)`` and ``search(query, k)``:
   exactly the tools of :class:`~c2s_agent.tools.TreeTools` (same sandbox, limits and replies),
-  and ``ask(question)``: :func:`c2s_agent.agent.answer` with the configured provider (default
+  and ``ask(question)``: :func:`c2s_agent.agent.answer` with the configured navigator (default
   ``offline``);
 - resources ``c2s://tree/{+path}`` (a file of the tree, read through the sandbox's rules),
   ``c2s://doc/{+doc_id}`` (a document's full text) and ``c2s://skills`` (the top-level skills).
@@ -325,9 +325,9 @@ class ServeContext:
     the live tree and how ``ask`` answers."""
 
     live: LiveTree
-    provider: str = "offline"
+    navigator: str = "offline"
     max_turns: int = 10
-    provider_options: dict = field(default_factory=dict)
+    navigator_options: dict = field(default_factory=dict)
     ask_slots: int = 1
 
     _limiters: Any = None  # a RunVar: one limiter per event loop (in-process clients run several)
@@ -433,8 +433,8 @@ def _answer(state: ServeContext, question: str) -> AskResult:
 
     with state.live.use() as t:
         try:
-            result = answer(question, t, provider=state.provider, max_turns=state.max_turns,
-                            **state.provider_options)
+            result = answer(question, t, navigator=state.navigator, max_turns=state.max_turns,
+                            **state.navigator_options)
         except LLMError as e:
             raise _tool_error(str(e)) from None
     return AskResult(answer=result.answer, citations=result.citations, path=result.path, flags=result.flags)
@@ -479,24 +479,24 @@ def _shown(text: str, keep: int = 80) -> str:
     return text if len(text) <= keep else text[:keep] + "…"
 
 
-def build_server(tree: LiveTree | str | os.PathLike[str], *, provider: str = "offline",
-                 max_turns: int = 10, ask_concurrency: int | None = None, **provider_options: object):
-    """An ``MCPServer`` over ``tree`` (a path, or a :class:`LiveTree` to share); ``provider``,
-    ``max_turns`` and ``provider_options`` (``model``, ``base_url``) drive the ``ask`` tool,
-    which answers at most ``ask_concurrency`` questions at once (default: one per CPU for the
-    offline provider, 16 for an LLM one). Run it with :func:`run_stdio` / :func:`run_http`, or
+def build_server(tree: LiveTree | str | os.PathLike[str], *, navigator: str = "offline",
+                 max_turns: int = 10, ask_concurrency: int | None = None, **navigator_options: object):
+    """An ``MCPServer`` over ``tree`` (a path, or a :class:`LiveTree` to share); ``navigator``
+    (who navigates: ``offline``, ``anthropic``, ``openai`` or a registered one), ``max_turns`` and
+    ``navigator_options`` (``model``, ``base_url``) drive the ``ask`` tool, which answers at most
+    ``ask_concurrency`` questions at once (default: one per CPU for the offline navigator, 16 for
+    an LLM one). Run it with :func:`run_stdio` / :func:`run_http`, or
     connect ``mcp.Client(server)`` in-process."""
     from mcp.server.mcpserver import Context as McpContext
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.resources import ResourceSecurity
 
-    from .agent import RULES, UnknownProviderError, preloaded_context, providers
+    from .agent import RULES, check_navigator, preloaded_context
 
-    if provider not in providers():
-        raise UnknownProviderError(f"unknown provider {provider!r}; available: {', '.join(providers())}")
+    check_navigator(navigator)
     live = tree if isinstance(tree, LiveTree) else LiveTree(tree)
-    state = ServeContext(live, provider, max_turns, dict(provider_options),
-                         ask_concurrency or ((os.cpu_count() or 2) if provider == "offline" else 16))
+    state = ServeContext(live, navigator, max_turns, dict(navigator_options),
+                         ask_concurrency or ((os.cpu_count() or 2) if navigator == "offline" else 16))
 
     @asynccontextmanager
     async def lifespan(server: MCPServer) -> AsyncIterator[ServeContext]:
@@ -520,7 +520,7 @@ def build_server(tree: LiveTree | str | os.PathLike[str], *, provider: str = "of
         server.add_tool(fn, description=_schema(fn.__name__)["description"], structured_output=False)
     server.add_tool(ask, description=(
         "Answer a question from the tree's documents: the server navigates the tree itself "
-        f"(provider {provider!r}) and returns the answer with [doc_id] citations and the path taken."))
+        f"(navigator {navigator!r}) and returns the answer with [doc_id] citations and the path taken."))
     server.resource(TREE_URI, name="tree-file", mime_type="text/markdown",
                     security=ResourceSecurity(exempt_params={"path"}),  # the sandbox's rules apply
                     description=("A file of the tree, e.g. c2s://tree/skills/<skill>/SKILL.md, read with the "

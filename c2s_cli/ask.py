@@ -23,8 +23,8 @@ def _tools(tree: Path):
 def ask(
     question: str = typer.Argument(..., help="the question, in quotes"),
     tree: Path = typer.Option(..., "--tree", help=TREE_HELP),
-    provider: str = typer.Option("offline", "--provider",
-                                 help="who navigates: offline (no LLM), anthropic or openai (OpenAI-compatible)"),
+    navigator: str = typer.Option("offline", "--navigator", "--provider",
+                                  help="who navigates: offline (no LLM), anthropic or openai (OpenAI-compatible)"),
     model: str = typer.Option(None, "--model", help="LLM model (default: claude-sonnet-4-6 / gpt-4.1, or $C2S_AGENT_MODEL)"),
     base_url: str = typer.Option(None, "--base-url",
                                  help="LLM endpoint, e.g. a local vLLM/Ollama server (default: $ANTHROPIC_BASE_URL / $OPENAI_BASE_URL)"),
@@ -32,18 +32,18 @@ def ask(
     as_json: bool = typer.Option(False, "--json", help="print the full result (answer, citations, trace) as JSON"),
 ) -> None:
     """Answer QUESTION by navigating the tree; prints the answer, its sources and the path taken."""
-    from c2s_agent.agent import UnknownProviderError, answer
+    from c2s_agent.agent import UnknownNavigatorError, answer
     from c2s_core.llm.clients import LLMError
 
     tools = _tools(tree)
     if not question.strip():
         fail("the question is empty")
     opts = {k: v for k, v in (("model", model), ("base_url", base_url)) if v}
-    if opts and provider == "offline":
-        fail("--model and --base-url are for an LLM provider (--provider anthropic or openai)")
+    if opts and navigator == "offline":
+        fail("--model and --base-url are for an LLM navigator (--navigator anthropic or openai)")
     try:
-        result = answer(question, tools, provider=provider, max_turns=max_turns, **opts)
-    except (UnknownProviderError, LLMError) as e:
+        result = answer(question, tools, navigator=navigator, max_turns=max_turns, **opts)
+    except (UnknownNavigatorError, LLMError) as e:
         fail(str(e))
     if as_json:
         typer.echo(result.to_json())

@@ -17,11 +17,12 @@ def eval_command(
     methods: str = typer.Option("navigator,bm25,dense,hybrid,raptor,agentic", "--methods",
                                 help="comma-separated: navigator (routed: tree + search fallback), "
                                      "navigator-only (tree only), bm25, dense, hybrid, raptor, agentic"),
-    provider: str = typer.Option("offline", "--provider",
-                                 help="who answers, for every method: offline (no LLM), anthropic or openai"),
-    model: Optional[str] = typer.Option(None, "--model", help="the provider's model (default: claude-sonnet-4-6 / "
+    navigator: str = typer.Option("offline", "--navigator", "--provider",
+                                  help="who navigates: offline (no LLM), anthropic or openai; the same LLM answers "
+                                       "for every other method (bm25, dense, hybrid, raptor, agentic)"),
+    model: Optional[str] = typer.Option(None, "--model", help="the navigator's LLM model (default: claude-sonnet-4-6 / "
                                                               "gpt-4.1, or $C2S_AGENT_MODEL)"),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="the provider's endpoint (e.g. a local "
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="the navigator's LLM endpoint (e.g. a local "
                                                                     "OpenAI-compatible server)"),
     judge: str = typer.Option("none", "--judge", help="LLM judge of the answers: none, anthropic or openai"),
     judge_model: Optional[str] = typer.Option(None, "--judge-model", help="the judge's model"),
@@ -37,8 +38,8 @@ def eval_command(
     scores with --judge), cost, and a paired bootstrap verdict."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from c2s_agent.agent import UnknownProviderError, providers
-    from c2s_agent.evaluation.answering import PROVIDERS
+    from c2s_agent.agent import UnknownNavigatorError, check_navigator
+    from c2s_agent.evaluation.answering import ANSWERING
     from c2s_agent.evaluation.judge import JUDGES
     from c2s_agent.evaluation.metrics import QAError, load_qa
     from c2s_agent.evaluation.report import table, verdict_lines, write_outputs
@@ -50,13 +51,16 @@ def eval_command(
         chosen = parse_methods(methods)
     except MethodError as e:
         fail(str(e))
-    if provider not in providers():
-        fail(f"unknown provider {provider!r}; available: {', '.join(providers())}")
+    try:
+        check_navigator(navigator)
+    except UnknownNavigatorError as e:
+        fail(str(e))
     others = [m for m in chosen if m not in NAVIGATORS]
-    if others and provider not in PROVIDERS:
-        fail(f"{', '.join(others)} answer with {', '.join(PROVIDERS)}; provider {provider!r} only drives the navigator")
-    if provider == "offline" and (model or base_url):
-        fail("--model and --base-url are for an LLM provider (--provider anthropic or openai)")
+    if others and navigator not in ANSWERING:
+        fail(f"{', '.join(others)} answer with {', '.join(ANSWERING)}; navigator {navigator!r} only drives the "
+             "navigator methods")
+    if navigator == "offline" and (model or base_url):
+        fail("--model and --base-url are for an LLM navigator (--navigator anthropic or openai)")
     if judge not in JUDGES:
         fail(f"unknown judge {judge!r}; choose from {', '.join(JUDGES)}")
     if judge == "none" and (judge_model or judge_base_url):
@@ -82,10 +86,10 @@ def eval_command(
             bars.update(task, completed=done, total=total, method=method)
 
         try:
-            run = evaluate(opened, items, chosen, provider=provider, cache_dir=results / "cache",
+            run = evaluate(opened, items, chosen, navigator=navigator, cache_dir=results / "cache",
                            max_turns=max_turns, on_progress=progress, model=model, base_url=base_url,
                            judge=judge, judge_model=judge_model, judge_base_url=judge_base_url)
-        except (UnknownProviderError, MethodError, ValueError, LLMError) as e:
+        except (UnknownNavigatorError, MethodError, ValueError, LLMError) as e:
             fail(str(e))
     paths = write_outputs(run, results)
     out.print(table(run))

@@ -22,10 +22,10 @@ def serve(
     port: int = typer.Option(DEFAULT_PORT, "--port", min=0, max=65535, help="port for http (0: any free port)"),
     token: str = typer.Option(None, "--token", envvar=TOKEN_ENV, show_default=False,
                               help="http clients must send 'Authorization: Bearer TOKEN'"),
-    provider: str = typer.Option("offline", "--provider",
-                                 help="who answers the ask tool: offline (no LLM), anthropic or openai"),
-    model: str = typer.Option(None, "--model", help="LLM model for ask (an LLM provider only)"),
-    base_url: str = typer.Option(None, "--base-url", help="LLM endpoint for ask (an LLM provider only)"),
+    navigator: str = typer.Option("offline", "--navigator", "--provider",
+                                  help="who navigates to answer the ask tool: offline (no LLM), anthropic or openai"),
+    model: str = typer.Option(None, "--model", help="LLM model for ask (an LLM navigator only)"),
+    base_url: str = typer.Option(None, "--base-url", help="LLM endpoint for ask (an LLM navigator only)"),
     max_turns: int = typer.Option(10, "--max-turns", min=1, help="rounds of tool calls ask may make"),
     ask_concurrency: int = typer.Option(None, "--ask-concurrency", min=1, show_default=False,
                                         help="questions ask answers at once; more wait their turn "
@@ -34,14 +34,14 @@ def serve(
     """Serve the tree to MCP clients: the tools code_execution, get_document, search and ask, and the
     resources c2s://tree/{+path}, c2s://doc/{+doc_id} and c2s://skills. A recompile's new tree
     is picked up without a restart."""
-    from c2s_agent.agent import UnknownProviderError
+    from c2s_agent.agent import UnknownNavigatorError
     from c2s_core.tree import TreeError
 
     if transport not in ("stdio", "http"):
         fail(f"--transport must be stdio or http, not {transport!r}")
     opts = {k: v for k, v in (("model", model), ("base_url", base_url)) if v}
-    if opts and provider == "offline":
-        fail("--model and --base-url are for an LLM provider (--provider anthropic or openai)")
+    if opts and navigator == "offline":
+        fail("--model and --base-url are for an LLM navigator (--navigator anthropic or openai)")
     if transport == "http" and token is not None and not token.strip():
         fail(f"the token is empty; set --token or {TOKEN_ENV} to a secret, or leave both unset")
     sock = None
@@ -56,9 +56,9 @@ def serve(
         fail(str(e))
     try:
         try:
-            server = build_server(live, provider=provider, max_turns=max_turns,
+            server = build_server(live, navigator=navigator, max_turns=max_turns,
                                   ask_concurrency=ask_concurrency, **opts)
-        except UnknownProviderError as e:
+        except UnknownNavigatorError as e:
             fail(str(e))
         documents = len(live.current().tree.store)
         # SIGTERM ends the process through the finally below, which removes the snapshots (the

@@ -21,8 +21,8 @@ import typer
 from typer.testing import CliRunner
 
 from c2s_agent import AnswerResult, answer
-from c2s_agent.agent import (RULES, TurnBudget, UnknownProviderError, check_citations, citations_in,
-                             preloaded_context, system_prompt)
+from c2s_agent.agent import (RULES, Reply, TurnBudget, UnknownNavigatorError, check_citations, citations_in,
+                             navigators, preloaded_context, register_navigator, system_prompt)
 from c2s_cli.ask import register
 from c2s_cli.main import app
 from c2s_core.navrows import parse_nav_file
@@ -255,11 +255,27 @@ def test_turn_budget():
         TurnBudget(0)
 
 
-def test_unknown_provider_and_empty_question(tree):
-    with pytest.raises(UnknownProviderError, match="offline"):
-        answer("refund?", tree, provider="nope")
+def test_unknown_navigator_and_empty_question(tree):
+    with pytest.raises(UnknownNavigatorError, match="unknown navigator 'nope'; available: anthropic, offline, openai"):
+        answer("refund?", tree, navigator="nope")
     with pytest.raises(ValueError):
         answer("  ", tree)
+
+
+def test_a_registered_navigator_answers_and_is_named(tree, monkeypatch):
+    from c2s_agent import agent
+
+    def first_document(question, tools, *, budget, system, **opts):
+        tools.get_document("refund-policy")
+        return Reply(answer="See [refund-policy].", path="direct", turns=1)
+
+    monkeypatch.setitem(agent._NAVIGATORS, "direct", "c2s_agent.offline_navigator:navigate")  # restored after
+    register_navigator("direct", first_document)
+    assert "direct" in navigators() and navigators() == sorted(navigators())
+    result = answer("refund?", tree, navigator="direct")
+    assert result.navigator == "direct" and result.citations == ["refund-policy"] and result.grounded
+    assert result.to_dict()["navigator"] == "direct" and "provider" not in result.to_dict()
+    assert answer("refund?", tree).navigator == "offline"
 
 
 def test_answer_on_a_small_tree(tree):
@@ -376,7 +392,7 @@ def test_routing_reaches_a_document_the_tree_misfiles(searchable):
 def test_beam_width_follows_how_far_the_best_node_stands_out(searchable):
     from c2s_agent.agent import TurnBudget
     from c2s_core.navrows import Group
-    from c2s_agent.offline import Navigator
+    from c2s_agent.offline_navigator import Navigator
     from c2s_core.navigation.engine import Node as _Node
     from c2s_core.navigation.beam import BEAM_MAX, BEAM_MIN
     from c2s_agent.tools import TreeTools
@@ -455,7 +471,7 @@ def _password_file_tree(root: Path) -> tuple[Path, str]:
 def test_a_title_that_restates_the_question_ranks_its_document_first(tmp_path, monkeypatch):
     """Known-item questions restate a title: the page titled so outranks pages whose titles hold
     the same words among others (a title's own words against the question's, see ``title_match``)."""
-    from c2s_agent import offline
+    from c2s_agent import offline_navigator
     from c2s_core.navigation import engine
     from c2s_agent.tools import TreeTools
     from c2s_core.text import terms, title_match
@@ -466,9 +482,9 @@ def test_a_title_that_restates_the_question_ranks_its_document_first(tmp_path, m
     assert title_match(["read", "password", "file"], terms("The Password File"), weights) == pytest.approx(3.0 / 3.5)
     assert title_match(["read", "password", "file"], terms("getpw1(3) — get password file entry 1"), weights) < 0.5
     assert title_match(["read"], terms("The Password File"), weights) == 0.0
-    assert offline.navigate(question, TreeTools(root), route=False).fetched[0] == target
+    assert offline_navigator.navigate(question, TreeTools(root), route=False).fetched[0] == target
     monkeypatch.setattr(engine, "TITLE_WEIGHT", 0.0)  # without the title's signal the look-alikes win
-    assert offline.navigate(question, TreeTools(root), route=False).fetched[0] != target
+    assert offline_navigator.navigate(question, TreeTools(root), route=False).fetched[0] != target
 
 
 # -- CLI -----------------------------------------------------------------------------------------
@@ -487,7 +503,8 @@ def test_cli_ask_shell_and_errors(tree, tmp_path):
     for args, message in (
         (["ask", "--tree", str(tmp_path / "none"), "q"], "tree not found"),
         (["ask", "--tree", str(tmp_path), "q"], "not a c2s tree"),
-        (["ask", "--tree", str(tree), "--provider", "nope", "q"], "unknown provider"),
+        (["ask", "--tree", str(tree), "--navigator", "nope", "q"], "unknown navigator 'nope'"),
+        (["ask", "--tree", str(tree), "--provider", "nope", "q"], "unknown navigator 'nope'"),  # the old spelling
         (["shell", "--tree", str(tmp_path), "ls"], "not a c2s tree"),
     ):
         res = runner.invoke(app, args)
@@ -535,7 +552,7 @@ class RecordingTools(TreeTools):
 def measure(compiled, questions: list[dict]) -> dict:
     """Run the navigator on every question beside flat dense retrieval (same encoder, exact
     cosine over every document's card + text, the compiler's embedding text)."""
-    from c2s_agent.offline import embedding_text, navigate
+    from c2s_agent.offline_navigator import embedding_text, navigate
     from c2s_core.navigation.scoring import embedder
 
     root = compiled.out

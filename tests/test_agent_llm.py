@@ -1,4 +1,4 @@
-"""The LLM agent providers (``anthropic``, ``openai``) against the fake servers, which speak the
+"""The LLM navigators (``anthropic``, ``openai``) against the fake servers, which speak the
 real protocols to the official SDKs: the tool-use loop, what we send, retries, malformed calls,
 the turn budget, stop reasons, the citation check, usage accounting and the CLI."""
 
@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from c2s_agent import answer
 from c2s_agent.agent import RULES, preloaded_context
 from c2s_cli.main import app
-from c2s_agent.providers import CONTINUE_PROMPT, FINAL_PROMPT
+from c2s_agent.llm_navigator import CONTINUE_PROMPT, FINAL_PROMPT
 from c2s_agent.tools import TreeTools
 from c2s_core.llm import pricing
 from c2s_core.llm.clients import MissingAPIKeyError, RetryPolicy, Usage
@@ -62,7 +62,7 @@ def server(request):
 
 def ask(server, tree, question="How do I do the thing?", **opts):
     opts = {"api_key": "test", "base_url": server.base_url, "model": MODEL[server.flavor], "retry": FAST, **opts}
-    return answer(question, tree, provider=server.flavor, **opts)
+    return answer(question, tree, navigator=server.flavor, **opts)
 
 
 def U(i, o, r=0, w=0):
@@ -83,7 +83,7 @@ def test_scripted_session(server, tree, nav):
     assert result.answer == f"Do it this way [{doc_id}]."
     assert result.citations == [doc_id] and result.fetched == [doc_id] and result.grounded
     assert [c.tool for c in result.trace] == ["code_execution"] * 3 + ["get_document"]
-    assert result.turns == 5 and result.provider == server.flavor
+    assert result.turns == 5 and result.navigator == server.flavor
     assert f"skills/{nav['skill']}/SKILL.md" in result.visited
     # usage: exactly the sum of what the server reported, priced by the model asked for
     total = sum((Usage(**u) for u in usages), Usage())
@@ -232,26 +232,27 @@ def test_missing_key_names_the_variable(monkeypatch, tree):
     for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
     with pytest.raises(MissingAPIKeyError, match="ANTHROPIC_API_KEY"):
-        answer("q?", tree, provider="anthropic")
+        answer("q?", tree, navigator="anthropic")
     with pytest.raises(MissingAPIKeyError, match="OPENAI_API_KEY"):
-        answer("q?", tree, provider="openai")
-    run = CliRunner().invoke(app, ["ask", "q?", "--tree", str(tree), "--provider", "anthropic"])
+        answer("q?", tree, navigator="openai")
+    run = CliRunner().invoke(app, ["ask", "q?", "--tree", str(tree), "--navigator", "anthropic"])
     assert run.exit_code == 2 and "ANTHROPIC_API_KEY" in run.output
 
 
-def test_cli_ask_with_llm_provider(monkeypatch, openai_server, tree, nav):  # noqa: F811
+def test_cli_ask_with_an_llm_navigator(monkeypatch, openai_server, tree, nav):  # noqa: F811
     monkeypatch.setenv("OPENAI_API_KEY", "test")
     openai_server.enqueue(tool_use(("get_document", {"doc_id": nav["doc_id"]})), text(f"Yes [{nav['doc_id']}]."))
-    run = CliRunner().invoke(app, ["ask", "q?", "--tree", str(tree), "--provider", "openai", "--model", "my-model",
+    run = CliRunner().invoke(app, ["ask", "q?", "--tree", str(tree), "--navigator", "openai", "--model", "my-model",
                                    "--base-url", openai_server.base_url, "--json"])
     assert run.exit_code == 0, run.output
     data = json.loads(run.output)
     assert data["citations"] == [nav["doc_id"]] and data["flags"] == [] and data["usage"]["model"] == "my-model"
+    assert data["navigator"] == "openai"
     assert openai_server.requests[0].body["model"] == "my-model"
     openai_server.enqueue(tool_use(("get_document", {"doc_id": nav["doc_id"]})), text(f"Yes [{nav['doc_id']}]."))
     run = CliRunner().invoke(app, ["ask", "q?", "--tree", str(tree), "--provider", "openai", "--model", "my-model",
-                                   "--base-url", openai_server.base_url])
+                                   "--base-url", openai_server.base_url])  # --provider: the old spelling
     assert run.exit_code == 0, run.output
     assert "Sources" in run.output and nav["doc_id"] in run.output and "my-model: 2 calls" in run.output
     run = CliRunner().invoke(app, ["ask", "q?", "--tree", str(tree), "--model", "m"])
-    assert run.exit_code == 2 and "LLM provider" in run.output
+    assert run.exit_code == 2 and "for an LLM navigator (--navigator anthropic or openai)" in run.output

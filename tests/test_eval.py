@@ -151,7 +151,10 @@ def test_cli_errors_are_clear(tmp_path):
     orphan = runner.invoke(_app(), ["eval", "--tree", str(tmp_path), "--qa", str(qa), "--judge-model", "m"])
     assert orphan.exit_code == 2 and "--judge-model and --judge-base-url need a judge" in orphan.output
     offline = runner.invoke(_app(), ["eval", "--tree", str(tmp_path), "--qa", str(qa), "--model", "m"])
-    assert offline.exit_code == 2 and "for an LLM provider" in offline.output
+    assert offline.exit_code == 2 and "for an LLM navigator" in offline.output
+    for spelling in ("--navigator", "--provider"):  # --provider: the old spelling
+        nope = runner.invoke(_app(), ["eval", "--tree", str(tmp_path), "--qa", str(qa), spelling, "nope"])
+        assert nope.exit_code == 2 and "unknown navigator 'nope'; available: anthropic, offline, openai" in nope.output
 
 
 # -- end to end -------------------------------------------------------------------------------
@@ -160,7 +163,7 @@ def test_cli_errors_are_clear(tmp_path):
 def test_eval_end_to_end_offline_on_wixqa(wixqa_tree, tmp_path):
     out = tmp_path / "results"
     args = ["eval", "--tree", str(wixqa_tree.out), "--qa", str(WIXQA / "qa_dev.jsonl"),
-            "--methods", "navigator,bm25,dense,hybrid", "--provider", "offline", "--limit", "15",
+            "--methods", "navigator,bm25,dense,hybrid", "--navigator", "offline", "--limit", "15",
             "--out", str(out)]
     result = CliRunner().invoke(_app(), args)
     assert result.exit_code == 0, result.output
@@ -173,7 +176,7 @@ def test_eval_end_to_end_offline_on_wixqa(wixqa_tree, tmp_path):
         assert "matplotlib is not installed" in result.output
 
     data = json.loads((out / "results.json").read_text())
-    assert set(data["methods"]) == {"navigator", "bm25", "dense", "hybrid"}
+    assert set(data["methods"]) == {"navigator", "bm25", "dense", "hybrid"} and data["navigator"] == "offline"
     for name, m in data["methods"].items():
         assert m["n"] == 15 and m["errors"] == 0, name
         for key in ("recall@1", "recall@5", "recall@10", "mrr@10", "context_recall", "context_precision", "token_f1"):

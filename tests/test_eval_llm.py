@@ -1,6 +1,6 @@
-"""The evaluation harness with LLM providers, against the fake Anthropic / OpenAI servers (the
+"""The evaluation harness with LLM navigators, against the fake Anthropic / OpenAI servers (the
 official SDKs run their real code paths): flat baselines and the navigator answering with the
-provider, the agentic method's tool loop, and the judge."""
+same LLM, the agentic method's tool loop, and the judge."""
 
 from __future__ import annotations
 
@@ -82,10 +82,10 @@ def forced(req) -> bool:
     return req.body.get("tool_choice") in ("none", {"type": "none"})
 
 
-# -- every method answers with the provider ------------------------------------------------------
+# -- every method answers with the navigator's LLM -----------------------------------------------
 
 
-def test_methods_answer_with_the_provider(server, tree, items, cache, tmp_path):
+def test_methods_answer_with_the_navigators_llm(server, tree, items, cache, tmp_path):
     def handler(req):
         names = tool_names(req)
         if "code_execution" in names:  # the navigator: gives up at once
@@ -100,7 +100,7 @@ def test_methods_answer_with_the_provider(server, tree, items, cache, tmp_path):
 
     server.handler = handler
     model = MODEL[server.flavor]
-    run = evaluate(tree, items[:2], ["navigator", "bm25", "agentic"], provider=server.flavor, model=model,
+    run = evaluate(tree, items[:2], ["navigator", "bm25", "agentic"], navigator=server.flavor, model=model,
                    base_url=server.base_url, cache_dir=cache)
     assert run.model == model and all(r.body["model"] == model for r in server.requests)
     flat = [r for r in server.requests if not tool_names(r)]
@@ -137,6 +137,7 @@ def test_methods_answer_with_the_provider(server, tree, items, cache, tmp_path):
     assert "$/query" in md and "Tokens in" in md and f"model `{model}`" in md
     data = json.loads((tmp_path / "out" / "results.json").read_text())
     assert data["methods"]["bm25"]["llm_calls"] == 1.0 and data["bertscore"] == "not installed"
+    assert data["navigator"] == server.flavor and data["model"] == model
 
 
 # -- the agentic tool loop -----------------------------------------------------------------------

@@ -579,13 +579,13 @@ def test_ask_prints_document_text_literally(tmp_path, monkeypatch):
     from c2s_agent.agent import Reply
     from c2s_cli.main import app
 
-    def provider(question, tools, budget, system, **opts):
+    def navigator(question, tools, budget, system, **opts):
         tools.get_document("alarm-1")
         return Reply(answer="See [alarm-1] :x: [bold red]now[/] \x1b[2J", path="skills → [red]alarm[/]",
                      flags=["[blink]flag[/] :warning:"])
 
-    monkeypatch.setitem(agent._PROVIDERS, "hostile", provider)
-    res = CliRunner().invoke(app, ["ask", "--tree", str(cli_tree(tmp_path)), "--provider", "hostile", "alarms?"])
+    monkeypatch.setitem(agent._NAVIGATORS, "hostile", navigator)
+    res = CliRunner().invoke(app, ["ask", "--tree", str(cli_tree(tmp_path)), "--navigator", "hostile", "alarms?"])
     assert res.exit_code == 0, res.output
     out = res.output
     assert "[bold red]Alarm[/] :x: \\x1b[31mred\\x1b[0m \\u202egnp.exe" in out  # the title, literally

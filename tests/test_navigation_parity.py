@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from c2s_agent.agent import TurnBudget
-from c2s_agent.offline import Navigator, navigate
+from c2s_agent.offline_navigator import Navigator, navigate
 from c2s_agent.tools import TreeTools
 from c2s_core.navigation.scoring import embedder
 from c2s_pipeline.artifacts import CorpusArtifacts

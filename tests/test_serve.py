@@ -326,14 +326,15 @@ def test_serve_command(tree):
     runner = CliRunner()
     shown = runner.invoke(app, ["serve", "--help"])
     assert shown.exit_code == 0
-    for option in ("--tree", "--transport", "--host", "--port", "--token", "--provider"):
+    for option in ("--tree", "--transport", "--host", "--port", "--token", "--navigator"):
         assert option in shown.output
     missing = runner.invoke(app, ["serve", "--tree", str(tree.parent / "missing")])
     assert missing.exit_code == 2 and "tree not found" in missing.output
     bad = runner.invoke(app, ["serve", "--tree", str(tree), "--transport", "carrier-pigeon"])
     assert bad.exit_code == 2 and "stdio or http" in bad.output
-    unknown = runner.invoke(app, ["serve", "--tree", str(tree), "--provider", "nope"])
-    assert unknown.exit_code == 2 and "unknown provider" in unknown.output
+    for spelling in ("--navigator", "--provider"):  # --provider: the old spelling
+        unknown = runner.invoke(app, ["serve", "--tree", str(tree), spelling, "nope"])
+        assert unknown.exit_code == 2 and "unknown navigator 'nope'" in unknown.output
     assert not others_snapshots(tree)
 
 

@@ -109,7 +109,7 @@ def _body_word_tree(root, with_index: bool, decoy: bool = False):
 
 
 def test_the_navigator_finds_a_document_by_words_only_its_body_holds(tmp_path):
-    from c2s_agent.offline import navigate
+    from c2s_agent.offline_navigator import navigate
     from c2s_agent.tools import TreeTools
 
     question = "What torque does sprocket calibration need?"
@@ -153,7 +153,7 @@ def test_a_leaf_the_beam_missed_is_read_only_at_the_rows_the_index_names(tmp_pat
     """With one node a level, the descent goes where the rows match the question (gearbox
     torque); the document whose body names the sprocket lives elsewhere, and the navigator
     reads just its row there."""
-    from c2s_agent.offline import navigate
+    from c2s_agent.offline_navigator import navigate
     from c2s_agent.tools import TreeTools
 
     root, target = _body_word_tree(tmp_path / "indexed", with_index=True, decoy=True)
@@ -197,7 +197,7 @@ def _title_word_tree(root, with_titles: bool):
 
 
 def test_the_navigator_finds_a_document_whose_title_restates_the_question_in_common_words(tmp_path):
-    from c2s_agent.offline import navigate
+    from c2s_agent.offline_navigator import navigate
     from c2s_agent.tools import TreeTools
 
     question = "Where can I read about list output format?"

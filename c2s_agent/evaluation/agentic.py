@@ -5,7 +5,7 @@ Three tools, each over the very indexes of the flat baselines (:class:`Baselines
 ``search_bm25``, ``search_dense`` and ``search_hybrid`` take a query and return the top
 :data:`SEARCH_K` documents with id, title and the opening :data:`SNIPPET_CHARS` characters.
 
-- ``anthropic`` / ``openai``: a real tool-use loop (the navigator's :class:`~c2s_agent.providers.Session`
+- ``anthropic`` / ``openai``: a real tool-use loop (the navigator's :class:`~c2s_agent.llm_navigator.Session`
   with these tools instead of the tree's); once the rounds are spent the model is asked once, with
   tools disabled, for its answer.
 - ``offline``: a deterministic agent. It searches bm25 with the question's key terms (question
@@ -31,7 +31,7 @@ from c2s_core.llm.clients import ChatClient, ToolCall
 from c2s_core.text import QUESTION_WORDS, content_tokens
 
 from ..agent import TurnBudget, citations_in
-from ..providers import DEFAULT_MAX_TOKENS, Session
+from ..llm_navigator import DEFAULT_MAX_TOKENS, Session
 from .answering import ANSWER_SYSTEM, Answerer
 from .baselines import CONTEXT_DOCS, RANK_DEPTH, Baselines, Retrieved
 
@@ -149,7 +149,7 @@ class SearchSession(Session):
 
 
 class Agentic:
-    """The ``agentic`` method over shared baseline indexes, answering with ``answerer``'s provider."""
+    """The ``agentic`` method over shared baseline indexes, answering with ``answerer``'s LLM."""
 
     def __init__(self, baselines: Baselines, answerer: Answerer, max_rounds: int = MAX_ROUNDS):
         if max_rounds < 1:
@@ -176,7 +176,7 @@ class Agentic:
             answered = self.answerer.answer(question, [corpus.page(corpus.positions[d]) for d in best])
             answer, usage, flags = answered.text, answered.usage, answered.flags
         else:
-            session = SearchSession(self.answerer.provider, question, evidence,
+            session = SearchSession(self.answerer.llm, question, evidence,
                                     budget=TurnBudget(self.max_rounds), client=client)
             answer = session.converse().strip()
             turns, usage, flags = session.calls, session._usage(), session.flags  # noqa: SLF001

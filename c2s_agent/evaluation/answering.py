@@ -1,8 +1,9 @@
 """One answer from retrieved documents, the same way for every retrieval method.
 
-The offline provider composes extractively from the best :data:`COMPOSE_DOCS` pages, exactly as
-the offline navigator answers, so an offline comparison isolates retrieval. A real provider
-makes one chat call over the documents in context, each clipped so the prompt stays bounded.
+Offline, the answer is composed extractively from the best :data:`COMPOSE_DOCS` pages, exactly
+as the offline navigator answers, so an offline comparison isolates retrieval. With an LLM
+(``anthropic`` or ``openai``) it is one chat call over the documents in context, each clipped so
+the prompt stays bounded.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from ..compose import compose_answer
 from c2s_core.navigation.scoring import embedder
 from ..tools import Page
 
-PROVIDERS = ("offline", "anthropic", "openai")
+ANSWERING = ("offline", "anthropic", "openai")  # who answers: extractive (no LLM) or an LLM
 COMPOSE_DOCS = 3  # the offline navigator composes from its best three
 DOC_CHARS = 6_000  # per document in an answer prompt (one get_document page)
 try:  # the navigator's cap on query terms, so every method composes from the same terms
-    from ..offline import MAX_TERMS
+    from ..offline_navigator import MAX_TERMS
 except ImportError:  # pragma: no cover
     MAX_TERMS = 12
 
@@ -41,19 +42,20 @@ class Answered:
 
 
 class Answerer:
-    """Answers a question from pages (best first) with one provider: ``offline`` (extractive),
-    ``anthropic`` or ``openai`` (one chat call; keys and base URLs as for ``c2s ask``)."""
+    """Answers a question from pages (best first) with one ``llm`` of :data:`ANSWERING`:
+    ``offline`` (extractive, no LLM), ``anthropic`` or ``openai`` (one chat call; keys and base
+    URLs as for ``c2s ask``)."""
 
-    def __init__(self, provider: str = "offline", model: str | None = None, base_url: str | None = None,
+    def __init__(self, llm: str = "offline", model: str | None = None, base_url: str | None = None,
                  api_key: str | None = None, retry: Any = None):
-        if provider not in PROVIDERS:
-            raise ValueError(f"unknown answering provider {provider!r}; choose from {', '.join(PROVIDERS)}")
-        self.provider = provider
+        if llm not in ANSWERING:
+            raise ValueError(f"unknown answering LLM {llm!r}; choose from {', '.join(ANSWERING)}")
+        self.llm = llm
         self._client: ChatClient | None = None
-        if provider != "offline":
-            from ..providers import client_for
+        if llm != "offline":
+            from ..llm_navigator import client_for
 
-            self._client = client_for(provider, model=model, base_url=base_url, api_key=api_key, retry=retry)
+            self._client = client_for(llm, model=model, base_url=base_url, api_key=api_key, retry=retry)
 
     @property
     def model(self) -> str:
@@ -61,7 +63,7 @@ class Answerer:
 
     @property
     def client(self) -> ChatClient | None:
-        """The chat client (None offline), for other callers of the same provider to share."""
+        """The chat client (None offline), for other callers of the same LLM to share."""
         return self._client
 
     def answer(self, question: str, pages: Sequence[Page]) -> Answered:

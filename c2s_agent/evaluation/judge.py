@@ -123,7 +123,7 @@ class Judge:
                  client: ChatClient | None = None):
         if provider not in JUDGES or provider == "none":
             raise ValueError(f"unknown judge {provider!r}; choose from {', '.join(JUDGES)}")
-        from ..providers import client_for
+        from ..llm_navigator import client_for
 
         self.provider = provider
         self.corpus = corpus

@@ -98,7 +98,7 @@ def verdict_lines(run: EvalRun) -> list[str]:
 
 def markdown(run: EvalRun) -> str:
     n_errors = sum(s.get("errors", 0) for s in run.summary.values())
-    answering = "offline (extractive)" if run.provider == "offline" else f"`{run.provider}` model `{run.model}`"
+    answering = "offline (extractive)" if run.navigator == "offline" else f"`{run.navigator}` model `{run.model}`"
     parts = [
         "# c2s evaluation", "",
         f"Tree `{run.tree}`, {run.questions} questions, methods: {', '.join(run.methods)}; every method "
@@ -111,7 +111,7 @@ def markdown(run: EvalRun) -> str:
         "put in context; Token F1 with SQuAD normalisation after removing [doc_id] citations and link "
         "targets. "
         + ("Offline, every method answers with the navigator's extractive composer over its best 3 "
-           "documents, so the comparison isolates retrieval. " if run.provider == "offline" else
+           "documents, so the comparison isolates retrieval. " if run.navigator == "offline" else
            "Flat methods answer with one call over their 5 documents in context; the navigator and the "
            "agentic method answer at the end of their own tool loops. ")
         + "Cost per query (means): turns, tool calls, navigation bytes read, LLM calls, tokens in / out / "

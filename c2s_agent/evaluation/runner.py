@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from c2s_core.tree import Tree, open_tree
-from .answering import PROVIDERS, Answerer
+from .answering import ANSWERING, Answerer
 from .baselines import BASELINES, CONTEXT_DOCS, RANK_DEPTH, Baselines, Retrieved
 from .judge import JUDGED, JUDGES
 from .metrics import (QAItem, bootstrap_interval, context_scores, mrr_at, paired_bootstrap, recall_at,
@@ -51,7 +51,7 @@ def parse_methods(spec: str | Sequence[str]) -> list[str]:
 @dataclass
 class EvalRun:
     tree: str
-    provider: str
+    navigator: str  # who navigated (and, for the other methods, which LLM answered)
     methods: list[str]
     questions: int
     records: list[dict]  # one per (question, method)
@@ -61,14 +61,14 @@ class EvalRun:
     setup: dict[str, Any] = field(default_factory=dict)
     wall_seconds: float = 0.0
     model: str = "offline"  # the answering model of every method
-    judge: dict[str, Any] = field(default_factory=dict)  # judge provider, model, calls, cost; empty: none
+    judge: dict[str, Any] = field(default_factory=dict)  # the judge's LLM provider, model, calls, cost; empty: none
     bertscore: str = ""  # how BERTScore was computed, or why not
 
     def scores(self, method: str, metric: str) -> list[float | None]:
         return [r.get(metric) for r in self.records if r["method"] == method]
 
     def to_dict(self) -> dict:
-        return {"tree": self.tree, "provider": self.provider, "model": self.model, "questions": self.questions,
+        return {"tree": self.tree, "navigator": self.navigator, "model": self.model, "questions": self.questions,
                 "methods": self.summary, "bootstrap": self.bootstrap, "intervals": self.intervals,
                 "judge": self.judge or None, "bertscore": self.bertscore,
                 "setup": self.setup, "wall_seconds": round(self.wall_seconds, 3),
@@ -76,10 +76,10 @@ class EvalRun:
                              "bootstrap": "paired, 10,000 resamples, seed 0, two-sided p < 0.05"}}
 
 
-def navigator_context(result, provider: str) -> list[str]:
+def navigator_context(result, navigator: str) -> list[str]:
     """The documents the navigator put in context: the offline navigator reads its candidates in
     one batch and ranks them, so its best five; an LLM agent's last five documents read."""
-    if provider == "offline":
+    if navigator == "offline":
         return list(result.fetched[:CONTEXT_DOCS])
     read = [str(c.input.get("doc_id", "")).strip().strip("`").strip()
             for c in result.trace if c.tool == "get_document" and not c.error]
@@ -109,12 +109,13 @@ def cost_fields(usage: dict) -> dict[str, float | int]:
 
 
 def evaluate(tree: Tree | str | os.PathLike[str], items: Sequence[QAItem], methods: Sequence[str] = METHODS,
-             provider: str = "offline", cache_dir: Path | None = None, max_turns: int = 10,
+             navigator: str = "offline", cache_dir: Path | None = None, max_turns: int = 10,
              on_progress: Callable[[int, int, str], None] | None = None, *, model: str | None = None,
              base_url: str | None = None, judge: str = "none", judge_model: str | None = None,
              judge_base_url: str | None = None) -> EvalRun:
-    """Answer every question with every method, all with the same ``provider`` (and ``model`` /
-    ``base_url``), and score the answers; ``judge`` (anthropic or openai) adds LLM-judged
+    """Answer every question with every method and score the answers. ``navigator`` (with
+    ``model`` / ``base_url``) is who navigates for the navigator methods and, for the others, who
+    answers: ``offline`` (no LLM), ``anthropic`` or ``openai``, so every method answers alike; ``judge`` (anthropic or openai) adds LLM-judged
     metrics. ``on_progress(done, total, method)`` is called as each (question, method) pair
     finishes."""
     from ..agent import answer, check_citations, citations_in
@@ -123,8 +124,8 @@ def evaluate(tree: Tree | str | os.PathLike[str], items: Sequence[QAItem], metho
     methods = parse_methods(list(methods))
     if judge not in JUDGES:
         raise ValueError(f"unknown judge {judge!r}; choose from {', '.join(JUDGES)}")
-    if provider == "offline" and (model or base_url):
-        raise ValueError("model and base_url are for an LLM provider (anthropic or openai), not offline")
+    if navigator == "offline" and (model or base_url):
+        raise ValueError("model and base_url are for an LLM navigator (anthropic or openai), not offline")
     tree = open_tree(tree)
     setup: dict[str, Any] = {}
     flat_needed = any(m not in NAVIGATORS for m in methods) or judge != "none"
@@ -132,12 +133,12 @@ def evaluate(tree: Tree | str | os.PathLike[str], items: Sequence[QAItem], metho
     answerer = judger = None
     try:
         runners: dict[str, Callable[[str], Retrieved]] = {}
-        # Every method answers through this one client; a provider registered for the navigator
-        # alone (not offline / anthropic / openai) is fine when the navigator is the only method.
-        if provider in PROVIDERS or any(m not in NAVIGATORS for m in methods):
-            answerer = Answerer(provider, model=model, base_url=base_url)
+        # Every method answers through this one client; a navigator registered beside the built-in
+        # ones (not offline / anthropic / openai) is fine when the navigator methods are the only ones.
+        if navigator in ANSWERING or any(m not in NAVIGATORS for m in methods):
+            answerer = Answerer(navigator, model=model, base_url=base_url)
         if any(m not in NAVIGATORS for m in methods):
-            runners = build_methods(methods, baselines, answerer, cache_dir, provider, model, base_url,
+            runners = build_methods(methods, baselines, answerer, cache_dir, navigator, model, base_url,
                                     max_turns, setup)
         if judge != "none":
             from .judge import Judge
@@ -146,7 +147,7 @@ def evaluate(tree: Tree | str | os.PathLike[str], items: Sequence[QAItem], metho
         nav_opts: dict[str, Any] = {}
         if answerer is not None and answerer.client is not None:
             nav_opts = {"client": answerer.client}
-        elif provider != "offline":
+        elif navigator != "offline":
             nav_opts = {k: v for k, v in (("model", model), ("base_url", base_url)) if v}
         records: list[dict] = []
         total, done = len(items) * len(methods), 0
@@ -156,13 +157,13 @@ def evaluate(tree: Tree | str | os.PathLike[str], items: Sequence[QAItem], metho
                 try:
                     if method in NAVIGATORS:
                         t0 = time.perf_counter()
-                        result = answer(item.question, tree, provider=provider, max_turns=max_turns,
+                        result = answer(item.question, tree, navigator=navigator, max_turns=max_turns,
                                         route=method == NAVIGATOR, **nav_opts)
                         seconds = time.perf_counter() - t0
                         usage = {k: v for k, v in result.usage.items() if k != "seconds"}
                         record.update(answer=result.answer, citations=result.citations,
                                       ranked=list(result.fetched[:RANK_DEPTH]),
-                                      context=navigator_context(result, provider), turns=result.turns,
+                                      context=navigator_context(result, navigator), turns=result.turns,
                                       tool_calls=int(result.usage.get("tool_calls", len(result.trace))),
                                       nav_bytes=int(result.usage.get("nav_bytes", 0)), seconds=round(seconds, 4),
                                       flags=result.flags, path=result.path, usage=usage, **cost_fields(usage))
@@ -203,17 +204,18 @@ def evaluate(tree: Tree | str | os.PathLike[str], items: Sequence[QAItem], metho
     intervals = {m: {k: list(bootstrap_interval([r[k] for r in records if r["method"] == m and r.get(k) is not None]))
                      for k in INTERVALS
                      if any(r.get(k) is not None for r in records if r["method"] == m)} for m in methods}
-    return EvalRun(str(tree.root), provider, methods, len(items), records, summary,
+    return EvalRun(str(tree.root), navigator, methods, len(items), records, summary,
                    compare(records, methods), intervals, setup, time.perf_counter() - started,
-                   model=answerer.model if answerer is not None else (model or provider),
+                   model=answerer.model if answerer is not None else (model or navigator),
                    judge=judger.summary() if judger is not None else {}, bertscore=bert)
 
 
-def build_methods(methods: Sequence[str], baselines: Baselines, answerer: Answerer, cache_dir: Path | None, provider: str,
+def build_methods(methods: Sequence[str], baselines: Baselines, answerer: Answerer, cache_dir: Path | None, llm: str,
                   model: str | None, base_url: str | None, max_turns: int,
                   setup: dict[str, Any]) -> dict[str, Callable[[str], Retrieved]]:
     """Each non-navigator method, built once (indexes before any query is timed), as
-    ``question -> Retrieved``; index and tree build statistics go into ``setup``."""
+    ``question -> Retrieved``; index and tree build statistics go into ``setup``. ``llm`` (with
+    ``model`` / ``base_url``): RAPTOR's summaries come from the compile provider of that name."""
     runners: dict[str, Callable[[str], Retrieved]] = {}
     baselines.prepare(methods)
     for method in methods:
@@ -228,7 +230,7 @@ def build_methods(methods: Sequence[str], baselines: Baselines, answerer: Answer
         elif method == RAPTOR:
             from .raptor import Raptor
 
-            raptor = Raptor(baselines.corpus, cache_dir=cache_dir, provider=provider, model=model,
+            raptor = Raptor(baselines.corpus, cache_dir=cache_dir, provider=llm, model=model,
                             base_url=base_url, answerer=answerer)
             setup.update({f"raptor_{k}": v for k, v in (raptor.prepare() or {}).items()})
             runners[method] = raptor.run

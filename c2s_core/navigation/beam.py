@@ -1,5 +1,5 @@
 """How a navigator weighs its evidence and how many nodes a level opens: one definition for the
-offline navigator (``c2s_agent.offline``) and the compiler's navigability probe
+offline navigator (``c2s_agent.offline_navigator``) and the compiler's navigability probe
 (:mod:`c2s_pipeline.diagnostics`), so the probe descends as the navigator does."""
 
 from __future__ import annotations

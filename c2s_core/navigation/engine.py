@@ -1,5 +1,5 @@
 """The navigation engine: one question's descent of a compiled tree and the ranking of the
-documents it reaches, written once for the offline navigator (``c2s_agent.offline``, over the
+documents it reaches, written once for the offline navigator (``c2s_agent.offline_navigator``, over the
 sandboxed tools an LLM agent gets) and the compile's navigability probe
 (``c2s_pipeline.diagnostics``, over the compile's in-memory artifacts). Each reads the tree
 through a :class:`TreeView`; the two views answer the same calls with the same data, so the

@@ -1,9 +1,9 @@
-"""LLM providers for :func:`c2s_agent.answer`: a tool-use loop over the shared chat clients of
+"""The LLM navigators of :func:`c2s_agent.answer`: a tool-use loop over the shared chat clients of
 :mod:`c2s_core.llm.clients` (``anthropic``: the Messages API; ``openai``: chat completions,
 OpenAI or any compatible server via ``base_url``)::
 
-    answer("How do I get a refund?", "out/tree", provider="anthropic")
-    answer(q, tree, provider="openai", model="llama3.1", base_url="http://localhost:8000/v1")
+    answer("How do I get a refund?", "out/tree", navigator="anthropic")
+    answer(q, tree, navigator="openai", model="llama3.1", base_url="http://localhost:8000/v1")
 
 The loop: the system prompt (the method's rules + the preloaded skills) and the tools of
 :data:`~c2s_agent.tools.TOOL_SCHEMAS` (plus ``search`` when the tree has a search index and the
@@ -57,7 +57,8 @@ _NAV_READERS = {"cat", "head", "tail"}
 
 def client_for(provider: str, *, model: str | None = None, api_key: str | None = None,
                base_url: str | None = None, retry: Any = None, timeout: float | None = None) -> ChatClient:
-    """The chat client an agent provider uses (raises ``MissingAPIKeyError`` naming the variable)."""
+    """The chat client of LLM provider ``provider`` (the API: ``anthropic`` or ``openai``) that an
+    LLM navigator uses (raises ``MissingAPIKeyError`` naming the variable)."""
     model = model or os.environ.get("C2S_AGENT_MODEL") or DEFAULT_MODELS[provider]
     kwargs: dict[str, Any] = {"api_key": api_key, "base_url": base_url}
     if retry is not None:
@@ -89,7 +90,8 @@ def _nav_files(command: str) -> list[str]:
 
 
 class Session:
-    """One question's conversation with one model."""
+    """One question's conversation with one model of LLM provider ``provider`` (the API:
+    ``anthropic`` or ``openai``)."""
 
     tool_schemas: list[dict[str, Any]] = TOOL_SCHEMAS  # the tools the model is offered
     final_prompt = FINAL_PROMPT  # asks for the answer once the turns are spent
@@ -240,10 +242,10 @@ def _run(provider: str, question: str, tools: TreeTools, *, budget: TurnBudget |
 
 
 def anthropic(question: str, tools: TreeTools, **opts: Any) -> Reply:
-    """The ``anthropic`` provider (Claude through the Messages API)."""
+    """The ``anthropic`` navigator (Claude through the Messages API)."""
     return _run("anthropic", question, tools, **opts)
 
 
 def openai(question: str, tools: TreeTools, **opts: Any) -> Reply:
-    """The ``openai`` provider (chat completions: OpenAI, vLLM, Ollama, llama.cpp ...)."""
+    """The ``openai`` navigator (chat completions: OpenAI, vLLM, Ollama, llama.cpp ...)."""
     return _run("openai", question, tools, **opts)

@@ -59,7 +59,7 @@ SEARCH_LEAD_WEIGHT = 2.0  # extra weight of the search ranking when its best hit
 def navigate(question: str, tools: TreeTools, *, budget: TurnBudget | None = None,
              beam: int | None = None, fetch: int = 10, route: bool = True, route_below: float = ROUTE_BELOW,
              entities: bool = True, related: bool = True, backtrack: bool = True, **_: object) -> Reply:
-    """The ``offline`` provider (see :func:`c2s_agent.agent.answer`); ignores the system prompt,
+    """The ``offline`` navigator (see :func:`c2s_agent.agent.answer`); ignores the system prompt,
     whose rules it follows by construction. ``route=False``: navigation only, never search;
     ``route_below``: the routing-confidence threshold (above 1: always search);
     ``entities`` / ``related`` / ``backtrack``: the other fallbacks (see the module docstring)."""
