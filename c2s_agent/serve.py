@@ -322,7 +322,7 @@ def build_server(tree: LiveTree | str | os.PathLike[str], *, provider: str = "of
     which answers at most ``ask_concurrency`` questions at once (default: one per CPU for the
     offline provider, 16 for an LLM one). Run it with :func:`run_stdio` / :func:`run_http`, or
     connect ``mcp.Client(server)`` in-process."""
-    from typing import Annotated
+    from typing import Annotated, Literal
 
     import anyio
     from anyio.lowlevel import RunVar
@@ -387,9 +387,11 @@ def build_server(tree: LiveTree | str | os.PathLike[str], *, provider: str = "of
     def search(
         query: Annotated[str, Field(description=found_props["query"]["description"])],
         k: Annotated[int, Field(ge=1, le=MAX_SEARCH_K, description=found_props["k"]["description"])] = SEARCH_K,
+        mode: Annotated[Literal["bm25", "dense", "hybrid"],
+                        Field(description=found_props["mode"]["description"])] = "hybrid",
     ) -> str:
         with live.use() as t:
-            return TreeTools(t).search(query, k)
+            return TreeTools(t).search(query, k, mode)
 
     slots = ask_concurrency or ((os.cpu_count() or 2) if provider == "offline" else 16)
     ask_slots: RunVar = RunVar("ask_slots")  # a limiter per event loop (in-process clients run several)
