@@ -704,9 +704,9 @@ def test_navigator_answers_every_question_with_valid_citations(corpus, request):
 def test_navigator_recall_at_5_is_near_flat_dense(corpus, request):
     m = request.getfixturevalue(corpus)
     print(report(corpus, m))
-    # Measured (offline compile, MiniLM): WixQA 0.890 vs 0.912 flat (0.98x), sample 0.912 vs
-    # 0.863 (1.06x); the first five get_document calls (card order, before the text re-rank):
-    # 0.873 and 0.838. The method's target is 0.9x flat dense; WixQA also keeps an absolute floor.
+    # Measured (offline compile, MiniLM, routing to hybrid search): WixQA 0.954 vs 0.919 flat
+    # (1.04x), sample 0.950 vs 0.825 (1.15x); the first five get_document calls (card order,
+    # before the text re-rank): 0.929 and 0.900. The method's target is 0.9x flat dense; WixQA also keeps an absolute floor.
     assert m["nav"] >= 0.9 * m["flat"], report(corpus, m)
     assert m["calls"] >= 0.9 * m["flat"], report(corpus, m)
     if corpus == "wixqa":
