@@ -52,6 +52,9 @@ MISSING_SHARE = 0.1  # ... and only towards a missing term that carries this muc
 MAX_BACKTRACKS = 2
 ROUTE_BELOW = 0.8  # routing confidence under which search results join the candidates (tuned on WixQA dev)
 SEARCH_HITS = 10  # documents asked of the search tool when routing to it
+# The search tool's mode when routing to it: on the sample and WixQA dev questions, hybrid gave the
+# routed navigator recall@5 0.950 / 0.954, bm25 0.900 / 0.927, dense 0.950 / 0.929.
+SEARCH_MODE = "hybrid"
 SEARCH_READ = 5  # of those, always read with get_document (not only when the cards rank them)
 SEARCH_LEAD_WEIGHT = 2.0  # extra weight of the search ranking when its best hit stands out
 
@@ -211,7 +214,7 @@ class Navigator(Engine):
         if not self.route or confidence >= self.route_below or self.budget.left < 2:  # this round and get_document's
             return []
         self.budget.take()
-        self.hits = self.tools.search_hits(self.question, SEARCH_HITS)
+        self.hits = self.tools.search_hits(self.question, SEARCH_HITS, SEARCH_MODE)
         self.notes.append(f"routing confidence {confidence:.2f} < {self.route_below}: "
                           f"{len(self.hits)} search hit(s) fused")
         return self.hits
@@ -220,6 +223,8 @@ class Navigator(Engine):
         """How much the search tool's ranking counts against navigation's: more when its best hit
         stands out (on development sets a best hit scoring well above the second was the right
         document ~95% of the time; a near tie, about half the time)."""
+        # Hybrid scores are fused reciprocal ranks, whose best rarely leads the next by much: the
+        # weight stays near 1 (1.0-1.2 on the dev sets), the two rankings counting about equally.
         if len(hits) < 2 or hits[0].score <= 0:
             return 1.0 + SEARCH_LEAD_WEIGHT
         return 1.0 + SEARCH_LEAD_WEIGHT * (1.0 - hits[1].score / hits[0].score)

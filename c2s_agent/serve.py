@@ -38,11 +38,12 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
 from c2s_core.layout import MANIFEST_FILE
+from c2s_core.search_index import DEFAULT_MODE
 
 from .tools import MAX_SEARCH_K, SEARCH_K, SEARCH_SCHEMA, TOOL_SCHEMAS, TreeTools
 from c2s_core.tree import Tree, TreeError
@@ -397,12 +398,14 @@ def get_document(doc_id: Annotated[str, Field(description=_described("get_docume
 
 
 def search(query: Annotated[str, Field(description=_described("search", "query"))], ctx: "Context",
-           k: Annotated[int, Field(ge=1, le=MAX_SEARCH_K, description=_described("search", "k"))] = SEARCH_K) -> str:
+           k: Annotated[int, Field(ge=1, le=MAX_SEARCH_K, description=_described("search", "k"))] = SEARCH_K,
+           mode: Annotated[Literal["bm25", "dense", "hybrid"],
+                           Field(description=_described("search", "mode"))] = DEFAULT_MODE) -> str:
     # Offered whatever the tree: one compiled before search indexes existed answers with the
     # tool's own error, and a republish may add or drop the index without a restart.
     with _serve_context(ctx).live.use() as t:
         tools = TreeTools(t)
-        return _checked(tools, tools.search(query, k))
+        return _checked(tools, tools.search(query, k, mode))
 
 
 class AskResult(BaseModel):

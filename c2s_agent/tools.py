@@ -3,9 +3,12 @@
 - ``code_execution(command)``: ls / cat / grep ... over the skill tree and entity index, run by
   the confined :class:`~c2s_agent.sandbox.Sandbox` (navigation: where to look);
 - ``get_document(doc_id, offset=0)``: a document's full text by exact id, paged (evidence);
-- ``search(query, k=10)``: flat BM25 over every document (the compiler's ``search_index/``),
-  the fallback when the tree's evidence for a question is thin; rows give doc_id, title, the
-  nav file that lists the document and the score.
+- ``search(query, k=10, mode="hybrid")``: flat search over every document (the compiler's
+  ``search_index/``): ``bm25`` (stemmed keywords), ``dense`` (the question's embedding against
+  the documents' vectors) or ``hybrid`` (their reciprocal rank fusion), the fallback when the
+  tree's evidence for a question is thin; rows give doc_id, title, the nav file that lists the
+  document and the score. A tree without document vectors answers dense and hybrid searches
+  by bm25, with a note saying so.
 
 :class:`TreeTools` bundles them with a trace of every call and byte accounting::
 
@@ -26,7 +29,7 @@ from dataclasses import asdict, dataclass
 
 from c2s_core.layout import SEARCH_INDEX_DIR
 from c2s_core.navigation.engine import PAGE_CHARS  # one page of get_document: what navigation reads of a document
-from c2s_core.search_index import SearchHit, SearchIndex
+from c2s_core.search_index import DEFAULT_MODE, MODES, SearchHit, SearchIndex
 
 from .sandbox import Sandbox
 from c2s_core.tree import Tree, open_tree
@@ -72,17 +75,21 @@ TOOL_SCHEMAS: list[dict] = [
 SEARCH_SCHEMA: dict = {
     "name": "search",
     "description": (
-        "Flat keyword (BM25) search over every document's full text. A fallback, not the first "
-        "step: use it when the tree's evidence is thin (the skills and INDEX.md rows you read do "
-        "not cover the question's terms, or grep finds them nowhere useful). Each row gives "
-        "doc_id, title, the INDEX.md that lists the document and the score; read documents "
-        "with get_document before citing them."),
+        "Flat search over every document's full text. A fallback, not the first step: use it "
+        "when the tree's evidence is thin (the skills and INDEX.md rows you read do not cover the "
+        "question's terms, or grep finds them nowhere useful). mode: 'bm25' matches keywords "
+        "(stemmed; best for exact names, codes, options), 'dense' matches meaning (the question "
+        "in your own words), 'hybrid' (default) fuses the two rankings. Each row gives doc_id, "
+        "title, the INDEX.md that lists the document and the score; read documents with "
+        "get_document before citing them."),
     "input_schema": {
         "type": "object",
         "properties": {
             "query": {"type": "string", "description": "keywords, e.g. the question's distinctive terms"},
             "k": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_K, "default": SEARCH_K,
                   "description": "how many documents to return"},
+            "mode": {"type": "string", "enum": list(MODES), "default": DEFAULT_MODE,
+                     "description": "bm25 (keywords), dense (meaning) or hybrid (both, fused)"},
         },
         "required": ["query"],
     },
@@ -159,22 +166,25 @@ class TreeTools:
         self._record("get_document", {"doc_id": doc_id, "offset": offset}, output, start, error=not ok)
         return output
 
-    def search_hits(self, query: str, k: int = SEARCH_K) -> list[SearchHit]:
+    def search_hits(self, query: str, k: int = SEARCH_K, mode: str = DEFAULT_MODE) -> list[SearchHit]:
         """:meth:`search` as data (one traced call); [] when there is no index."""
-        return self._search(query, k)[0]
+        return self._search(query, k, mode)[0]
 
-    def search(self, query: str, k: int = SEARCH_K) -> str:
-        return self._search(query, k)[1]
+    def search(self, query: str, k: int = SEARCH_K, mode: str = DEFAULT_MODE) -> str:
+        return self._search(query, k, mode)[1]
 
-    def _search(self, query: object, k: object) -> tuple[list[SearchHit], str]:
+    def _search(self, query: object, k: object, mode: object) -> tuple[list[SearchHit], str]:
         start = time.perf_counter()
         hits: list[SearchHit] = []
         try:
             k = min(MAX_SEARCH_K, max(1, int(k if k is not None else SEARCH_K)))
         except (TypeError, ValueError):
             k = None
+        mode = DEFAULT_MODE if mode is None else mode
         if k is None:
             output = f"error: k must be a whole number of documents (1-{MAX_SEARCH_K})"
+        elif mode not in MODES:
+            output = f"error: mode must be one of {', '.join(MODES)}, not {mode!r}"
         elif not isinstance(query, str) or not query.strip():
             output = "error: search needs a query: a few keywords, e.g. search(query=\"refund fee\")"
         else:
@@ -183,10 +193,15 @@ class TreeTools:
                 output = ("error: this tree has no search index (compiled before it existed); "
                           "navigate with code_execution instead")
             else:
-                hits = index.search(query, k)
-                output = "\n".join(f"{i}. `{h.doc_id}` {h.title} | {h.path or '-'} | score {h.score:.2f}"
+                used, note = index.resolve(mode)
+                hits = index.search(query, k, used)
+                digits = {"bm25": 2, "dense": 3, "hybrid": 4}[used]  # BM25, cosine, fused 1/(60+rank) sums
+                output = "\n".join(f"{i}. `{h.doc_id}` {h.title} | {h.path or '-'} | score {h.score:.{digits}f}"
                                    for i, h in enumerate(hits, 1)) or f"no document matches {query!r}"
-        self._record("search", {"query": query, "k": k}, output, start, error=output.startswith("error:"))
+                if note:
+                    output = f"{note}\n{output}"
+        self._record("search", {"query": query, "k": k, "mode": mode}, output, start,
+                     error=output.startswith("error:"))
         return hits, output
 
     def _load_index(self) -> SearchIndex | None:
@@ -206,7 +221,8 @@ class TreeTools:
         if name == "get_document":
             return self.get_document(arguments.get("doc_id", ""), arguments.get("offset", 0))
         if name == "search" and self.has_search:
-            return self.search(arguments.get("query", ""), arguments.get("k", SEARCH_K))
+            return self.search(arguments.get("query", ""), arguments.get("k", SEARCH_K),
+                               arguments.get("mode", DEFAULT_MODE))
         names = "code_execution, get_document and search" if self.has_search else "code_execution and get_document"
         output = f"error: unknown tool {name!r}; the tools are {names}"
         self._record(name, arguments, output, time.perf_counter(), error=True)

@@ -6,7 +6,10 @@
     OUT/term_index.txt                               body term → the leaves whose documents use it
     OUT/documents.sqlite                             full texts, random access by doc_id
     OUT/manifest.json                                corpus, parameters, versions, counts, doc_id → nav file
-    OUT/search_index/                                flat BM25 over every document (bm25s files + docs.json)
+    OUT/search_index/                                flat search over every document: bm25s files (stemmed
+                                                     BM25), vectors.npy (the compile's document embeddings,
+                                                     float16, index order; absent in trees from before it)
+                                                     and docs.json (ids, titles, nav files, tokenizer, encoder)
 
 Paths inside the tree (in manifest.json, entity_index.json and ``@see`` stubs) are POSIX paths
 relative to OUT, e.g. ``skills/billing/refunds/INDEX.md``.

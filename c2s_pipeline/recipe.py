@@ -170,12 +170,13 @@ RECIPE: tuple[StageSpec, ...] = (
         reads=("documents", "doc_cards", *_EVERY_LEVEL), writes=("entities.parquet", "related.json"),
         resources=("workspace", "llm"), task="entities", cache_version="entities-1"),
     StageSpec(
-        "staged_tree", "publish", "publish:staged_tree", code_version="staged_tree-8",
+        "staged_tree", "publish", "publish:staged_tree", code_version="staged_tree-9",
         kinds=frozenset({"markdown"}), checks=STAGED_TREE_CHECKS,
         description=("The rendered forest (SKILL.md / INDEX.md), entity_index.json, term_index.txt, the document "
-                     "store and manifest.json (with the tree's navigability diagnostics), written to a staging "
-                     "folder beside the corpus's output path and checked there; a failed blocking check fails "
-                     "this step, so skill_tree never publishes the tree."),
+                     "store, the flat search index (stemmed BM25 and doc_embeddings' vectors) and manifest.json "
+                     "(with the tree's navigability diagnostics), written to a staging folder beside the corpus's "
+                     "output path and checked there; a failed blocking check fails this step, so skill_tree never "
+                     "publishes the tree."),
         reads=("documents", "doc_cards", "doc_embeddings", *_EVERY_LEVEL, "entities"), writes=("staged.json",),
         resources=("workspace", "llm", "encoder")),
     StageSpec(

@@ -8,6 +8,7 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from c2s_core.docstore import DocumentStore
@@ -171,7 +172,28 @@ def test_search_index_is_written_beside_the_tree_and_loads(compiled):
         hits = index.search(store.get(row["doc_id"]).title, k=5)
         assert hits and row["doc_id"] in [h.doc_id for h in hits]  # a document's title finds it
         assert all(h.path == paths[h.doc_id] and (compiled.out / h.path).is_file() for h in hits)
-    assert index.search("zzzzqqqq unknownword") == []
+    assert index.search("zzzzqqqq unknownword", mode="bm25") == []
+
+
+def test_search_index_ships_the_compiles_document_vectors(compiled):
+    """vectors.npy holds doc_embeddings' matrix (not re-embedded), float16, in index order, and
+    a document's own embedding text finds it by dense search."""
+    from c2s_core.search_index import SearchIndex
+    from c2s_pipeline.artifacts import CorpusArtifacts
+
+    art = CorpusArtifacts(compiled.home / "artifacts" / compiled.manifest["corpus"])
+    computed = art.read_matrix("doc_vectors.npy")
+    ids = art.read_table("documents.parquet")["doc_id"].to_list()
+    index = SearchIndex.load(compiled.out)
+    assert isinstance(index.vectors, np.memmap) and index.vectors.dtype == np.float16
+    assert index.model == compiled.manifest["encoder"]
+    rows = {d: i for i, d in enumerate(ids)}
+    order = [rows[d["doc_id"]] for d in index.docs]
+    assert np.allclose(np.asarray(index.vectors, np.float32), computed[order], atol=2e-3)
+    for i in range(0, len(index.docs), max(1, len(index.docs) // 5)):
+        title = index.docs[i]["title"]
+        hits = index.search(title, k=5, mode="dense")
+        assert len(hits) == 5 and index.docs[i]["doc_id"] in [h.doc_id for h in hits], title
 
 
 def test_wixqa_gold_ids_survive(wixqa_tree, wixqa_questions):

@@ -115,8 +115,12 @@ def test_in_process_tools_match_the_agent_tools(server, tree):
             assert failure(await client.call_tool("get_document", {"doc_id": "no-such-doc"})) == \
                 agent.get_document("no-such-doc")
             assert agent.has_search
-            for args in ({"query": "TW-1002 locked"}, {"query": "refund", "k": 3}, {"query": "zzzqqq"}):
+            for args in ({"query": "TW-1002 locked"}, {"query": "refund", "k": 3}, {"query": "zzzqqq", "mode": "bm25"},
+                         {"query": "I forgot my password", "mode": "dense"}, {"query": "refund", "mode": "hybrid"}):
                 assert text(await client.call_tool("search", args)) == agent.search(**args)
+            schema = next(t for t in (await client.list_tools()).tools if t.name == "search").input_schema
+            assert schema["properties"]["mode"]["enum"] == ["bm25", "dense", "hybrid"]
+            assert schema["properties"]["mode"]["default"] == "hybrid"
             assert f"`{DOC}`" in agent.search("TW-1002 locked")
 
     anyio.run(main)

@@ -1,8 +1,12 @@
-"""Flat retrieval baselines over the tree's document store.
+"""Flat retrieval baselines over the tree's document store, ranked by the tree's own search
+index (``c2s_core.search_index``: one implementation for these baselines and the agent's
+``search`` tool):
 
-- ``bm25``: bm25s over every document's full text (title + text);
-- ``dense``: the compiler's encoder (:class:`c2s_core.encoder.Encoder`), exact cosine over
-  every document's title + text; document vectors cached on disk (keyed by content hash);
+- ``bm25``: bm25s over every document's full text (title + text), English stop words and the
+  Snowball English stemmer;
+- ``dense``: exact cosine of the question (the compiler's encoder) to the document vectors the
+  compile shipped in ``search_index/``; a tree without them gets title + text vectors from
+  :class:`DenseIndex`, cached on disk (keyed by content hash);
 - ``hybrid``: reciprocal rank fusion (k=60) of the two full rankings.
 
 Each puts its top :data:`CONTEXT_DOCS` documents in context and answers from them through an
@@ -21,14 +25,15 @@ from pathlib import Path
 
 import numpy as np
 
-from c2s_core.navigation.scoring import embedder, rrf
-from ..tools import PAGE_CHARS, Page
+from c2s_core.navigation.scoring import embedder
+from c2s_core.search_index import STEMMER, SearchIndex
 from c2s_core.tree import Tree
+
+from ..tools import PAGE_CHARS, Page
 from .answering import Answerer
 
 CONTEXT_DOCS = 5  # documents a baseline puts in context
 RANK_DEPTH = 10  # ranked list kept for recall@10 / MRR@10
-RRF_K = 60.0
 
 BASELINES = ("bm25", "dense", "hybrid")
 
@@ -82,32 +87,14 @@ class Retrieved:
     flags: list[str] = field(default_factory=list)  # refusal / truncation of an LLM answer
 
 
-class BM25Index:
-    def __init__(self, corpus: Corpus):
-        import bm25s
-
-        self.bm25s = bm25s
-        self.retriever = bm25s.BM25()
-        tokens = bm25s.tokenize([corpus.full_text(i) for i in range(len(corpus.ids))],
-                                stopwords="en", show_progress=False)
-        self.retriever.index(tokens, show_progress=False)
-        self.vocab = tokens.vocab
-
-    def scores(self, question: str) -> np.ndarray:
-        words = self.bm25s.tokenize([question], stopwords="en", return_ids=False, show_progress=False)[0]
-        known = [w for w in words if w in self.vocab]
-        if not known:
-            return np.zeros(self.retriever.scores["num_docs"], dtype=float)
-        return np.asarray(self.retriever.get_scores(known), dtype=float)
-
-
 class DenseIndex:
-    """Unit vectors of every document (title + text), exact cosine search."""
+    """Unit vectors of every document (title + text), for a tree whose search index has no
+    document vectors (compiled before they shipped); cached on disk by content hash."""
 
     def __init__(self, corpus: Corpus, cache_dir: Path | None = None):
-        self.embed = embedder()
-        encoder = self.embed.encoder
+        encoder = embedder().encoder
         texts = [corpus.full_text(i) for i in range(len(corpus.ids))]
+        self.model = encoder.model_id
         self.cache_hits = 0
         cache = (cache_dir / "dense-embeddings.npz") if cache_dir else None
         known: dict[str, np.ndarray] = {}
@@ -132,9 +119,6 @@ class DenseIndex:
                 tmp.replace(cache)
         self.matrix = np.stack([known[k] for k in keys]).astype(np.float32)
 
-    def scores(self, question: str) -> np.ndarray:
-        return self.matrix @ self.embed([question])[0]
-
 
 def hash_title(title: str) -> str:
     import hashlib
@@ -143,31 +127,60 @@ def hash_title(title: str) -> str:
 
 
 class Baselines:
-    """The flat baselines over one tree; indexes build on first use."""
+    """The flat baselines over one tree; indexes build on first use.
+
+    They rank with the tree's own search index (:class:`~c2s_core.search_index.SearchIndex`,
+    what the agent's ``search`` tool ranks with): bm25 on it, dense on the document vectors it
+    ships, hybrid their fusion. A tree compiled before the current index (unstemmed, or no
+    index at all) gets the current BM25 built in memory, and one without document vectors gets
+    title + text vectors from :class:`DenseIndex`, so every tree is measured against the same
+    standard baselines."""
 
     def __init__(self, tree: Tree, cache_dir: Path | None = None):
         self.tree = tree
         self.cache_dir = cache_dir
         self.corpus = Corpus.load(tree)
-        self._bm25: BM25Index | None = None
-        self._dense: DenseIndex | None = None
+        self._index: SearchIndex | None = None
+        self._dense: DenseIndex | None = None  # only for a tree without document vectors
+        self._dense_ready = False
         self.build_seconds: dict[str, float] = {}
 
     @property
-    def bm25_index(self) -> BM25Index:
-        if self._bm25 is None:
+    def bm25_index(self) -> SearchIndex:
+        if self._index is None:
             start = time.perf_counter()
-            self._bm25 = BM25Index(self.corpus)
+            self._index = self._load_or_build()
             self.build_seconds["bm25"] = round(time.perf_counter() - start, 3)
-        return self._bm25
+        return self._index
+
+    def _load_or_build(self) -> SearchIndex:
+        try:
+            index = SearchIndex.load(self.tree.root)
+        except (OSError, ValueError, KeyError):
+            index = None
+        if index is not None and [d["doc_id"] for d in index.docs] != self.corpus.ids:
+            index = None  # not this store's documents: nothing of it can be used
+        if index is not None and index.stemmer == STEMMER:
+            return index
+        docs = [{"doc_id": d, "title": " ".join(t.split()), "path": ""}
+                for d, t in zip(self.corpus.ids, self.corpus.titles)]
+        shipped = index is not None and index.has_vectors
+        return SearchIndex.build(docs, self.corpus.texts, vectors=index.vectors if shipped else None,
+                                 model=index.model if shipped else None)
 
     @property
-    def dense_index(self) -> DenseIndex:
-        if self._dense is None:
+    def dense_index(self) -> SearchIndex:
+        """The search index with document vectors (the tree's, or title + text ones)."""
+        index = self.bm25_index
+        if not self._dense_ready:
             start = time.perf_counter()
-            self._dense = DenseIndex(self.corpus, self.cache_dir)
+            if not index.has_vectors:
+                self._dense = DenseIndex(self.corpus, self.cache_dir)
+                index.vectors, index.model = self._dense.matrix, self._dense.model
+            index.dense_scores("")  # loads the encoder before any question is timed
             self.build_seconds["dense"] = round(time.perf_counter() - start, 3)
-        return self._dense
+            self._dense_ready = True
+        return index
 
     def prepare(self, methods: Sequence[str]) -> None:
         """Build the indexes the methods need (before timing queries)."""
@@ -177,13 +190,10 @@ class Baselines:
             self.dense_index
 
     def scores(self, method: str, question: str) -> np.ndarray:
-        if method == "bm25":
-            return self.bm25_index.scores(question)
-        if method == "dense":
-            return self.dense_index.scores(question)
-        if method == "hybrid":
-            return rrf(self.bm25_index.scores(question), self.dense_index.scores(question), k=RRF_K)
-        raise ValueError(f"unknown baseline {method!r}")
+        if method not in BASELINES:
+            raise ValueError(f"unknown baseline {method!r}")
+        index = self.bm25_index if method == "bm25" else self.dense_index
+        return index.scores(question, method)
 
     def search(self, method: str, query: str, k: int = RANK_DEPTH) -> list[int]:
         """Positions (in :attr:`corpus`) of the ``k`` best documents for ``query``, best first."""

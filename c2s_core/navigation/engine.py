@@ -47,13 +47,12 @@ from typing import Protocol
 import numpy as np
 
 from c2s_core.navrows import Card, Group, NavFile
-from c2s_core.search_index import SearchHit
 from c2s_core.term_index import RowScores, TermPostings, best_by_leaf, best_rows, row_scores
 from c2s_core.text import query_terms, terms, title_match
 
 from .beam import (BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, RRF_K, TERM_JUMP_ROWS, TERM_LEAVES, TITLE_WEIGHT,
                    beam_width, term_jump)
-from .scoring import bm25, rrf
+from .scoring import SearchHit, bm25, rrf
 
 MAX_TERMS = 12  # question terms grepped for
 MAX_ROUNDS = 10  # rounds of tool calls a question may take (the agent's default turn budget)

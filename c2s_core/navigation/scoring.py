@@ -7,6 +7,7 @@ import math
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -43,6 +44,16 @@ def ranks(scores: Sequence[float]) -> np.ndarray:
             rank, prev = i, s[j]
         out[j] = rank
     return out
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One row of the flat search tool (``c2s_core.search_index``), which the engine fuses."""
+
+    doc_id: str
+    title: str
+    path: str  # the leaf nav file that lists the document ("" when unknown)
+    score: float  # bm25: BM25; dense: cosine; hybrid: the fused reciprocal-rank score
 
 
 def rrf(*score_lists: Sequence[float], k: float = 60.0, weights: Sequence[float] | None = None) -> np.ndarray:

@@ -204,7 +204,9 @@ def staged_tree(stage: Stage, workspace: WorkspaceResource, llm: LLMResource, en
         manifest["build"] = {"mode": mode.mode, "reason": mode.reason, **mode.counts(),
                              **({"llm_calls_saved": saved} if saved is not None else {})}
         (staged / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
-        write_search_index(staged)  # the agent's flat fallback: reads the store and manifest just written
+        # The agent's flat search: reads the store and manifest just written, and ships the
+        # document vectors doc_embeddings computed (rows in documents.parquet order).
+        write_search_index(staged, vectors, docs["doc_id"].to_list(), encoder.model)
         # Probed with the search index just written, so the flat side ranks as the agent's search tool.
         tree = TreeInputs(forest, cards, docs["doc_id"].to_list(), docs["text"].to_list(), vectors,
                           soft_members(art), SearchIndex.load(staged), files, term_index)
