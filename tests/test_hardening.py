@@ -849,6 +849,19 @@ def test_undecodable_bytes_are_one_line_over_the_cli(large):
         2, b"refused: the command line holds bytes that are not UTF-8 text\n", b"")
 
 
+def test_a_question_with_undecodable_bytes_is_answered_over_the_cli(sample_tree):
+    """``c2s ask`` with bytes that are not UTF-8 (a terminal in another encoding): the question is
+    read with U+FFFD in their place and answered, with no traceback."""
+    import subprocess
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    asked = subprocess.run([sys.executable.encode(), b"-m", b"c2s_cli", b"ask", b"--tree", os.fsencode(sample_tree.out),
+                            b"--json", b"How do I get a refund \xff\xfe for a booking?"], capture_output=True, env=env)
+    assert asked.returncode == 0 and b"Traceback" not in asked.stderr, asked.stderr[-2000:]
+    result = json.loads(asked.stdout)
+    assert "\ufffd" in result["question"] and result["citations"]
+
+
 def test_the_budget_holds_over_the_cli(large):
     """Each hostile command through ``c2s shell``: the largest resident size of the CLI process and
     its workers (the kernel's, from wait4) stays within the CLI's own size plus the budget."""
