@@ -35,14 +35,21 @@ def navigator_run(root, question: str, **fallbacks):
     return nav, nav.navigate(question), tools
 
 
-def test_the_probe_and_the_navigator_reach_and_rank_alike(sample_tree, probe):
+@pytest.fixture(scope="module")
+def both_ways(sample_tree, probe):
+    """Each probe question run by the probe and by the navigator with its fallbacks off, once for
+    every test of this module."""
+    _, view, questions = probe
+    embed = embedder()  # one encoder for both sides, so equal inputs give equal vectors
+    return [(probe_navigate(view, embed, question), navigator_run(sample_tree.out, question))
+            for _, _, question in questions]
+
+
+def test_the_probe_and_the_navigator_reach_and_rank_alike(probe, both_ways):
     tree, view, questions = probe
     assert len(questions) > SAMPLE  # titles, leads and body sentences
-    embed = embedder()  # one encoder for both sides, so equal inputs give equal vectors
     jumped = 0
-    for _, kind, question in questions:
-        engine, expected = probe_navigate(view, embed, question)
-        nav, found, tools = navigator_run(sample_tree.out, question)
+    for (_, kind, question), ((engine, expected), (nav, found, tools)) in zip(questions, both_ways):
         assert [n.path for n in found.leaves] == [n.path for n in expected.leaves], (kind, question)
         assert list(found.cards) == list(expected.cards), (kind, question)
         assert found.ranked == expected.ranked and found.ranked, (kind, question)
@@ -54,13 +61,11 @@ def test_the_probe_and_the_navigator_reach_and_rank_alike(sample_tree, probe):
     assert jumped  # the term-index jump is part of what both run
 
 
-def test_the_probe_report_is_the_navigators_reach_and_recall(sample_tree, probe):
+def test_the_probe_report_is_the_navigators_reach_and_recall(probe, both_ways):
     tree, view, questions = probe
-    embed = embedder()
-    report = diagnose(tree, embed, sample=SAMPLE)["probe"]
+    report = diagnose(tree, embedder(), sample=SAMPLE)["probe"]
     reached, found = [], []
-    for row, _, question in questions:
-        _, ranking, _ = navigator_run(sample_tree.out, question)
+    for (row, _, _), (_, (_, ranking, _)) in zip(questions, both_ways):
         reached.append(tree.doc_ids[row] in ranking.cards)
         found.append(tree.doc_ids[row] in ranking.ranked[:TOP_K])
     assert report["questions"] == len(questions)
@@ -70,12 +75,10 @@ def test_the_probe_report_is_the_navigators_reach_and_recall(sample_tree, probe)
 
 @pytest.mark.parametrize("fallback, note", [("entities", "entity "), ("route", "routing confidence"),
                                             ("related", "related jump"), ("backtrack", "backtrack to")])
-def test_each_fallback_changes_only_the_questions_it_acts_on(sample_tree, probe, fallback, note):
-    tree, view, questions = probe
-    embed = embedder()
+def test_each_fallback_changes_only_the_questions_it_acts_on(sample_tree, probe, both_ways, fallback, note):
+    _, _, questions = probe
     acted = 0
-    for _, _, question in questions:
-        _, expected = probe_navigate(view, embed, question)
+    for (_, _, question), ((_, expected), _) in zip(questions, both_ways):
         nav, found, _ = navigator_run(sample_tree.out, question, **{fallback: True})
         if any(n.startswith(note) for n in nav.notes):
             acted += 1

@@ -222,8 +222,10 @@ def test_damaged_artifacts_name_the_file_and_full_rebuilds(tmp_path):
     assert "skill_tree" not in rebuilt["stages"]  # the manifest holds this run's stages only
 
 
-@pytest.mark.parametrize("garbage", [os.urandom(64) + b"\xff", b"- just\n- a list\n", b"corpora: {x: 5}\n",
-                                     b"corpora: {x: {source: 1}}\n", b"a: b: c\n"])
+# Fixed bytes, not random ones: a test's id (and what it reads) is the same in every run and worker.
+@pytest.mark.parametrize("garbage", [bytes(range(0x80, 0xc0)) + b"\xff", b"- just\n- a list\n", b"corpora: {x: 5}\n",
+                                     b"corpora: {x: {source: 1}}\n", b"a: b: c\n"],
+                         ids=["not-utf8", "a-list", "corpus-not-a-mapping", "source-not-text", "not-yaml"])
 def test_a_garbage_registry_names_the_file(tmp_path, garbage):
     home = tmp_path / "home"
     write(home / "corpora.yaml", garbage)
