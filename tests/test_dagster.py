@@ -14,6 +14,7 @@ from c2s_pipeline.definitions import defs
 from c2s_pipeline.recipe import RECIPE, STAGED_TREE_CHECKS, STAGES
 
 from .conftest import SAMPLE_CORPUS
+from .fakes.checks import fail_check
 from .webserver import dagster_webserver
 
 SPINE = ["documents", "doc_cards", "doc_embeddings", "clusters_l1", "summaries_l1", "repartition_l1",
@@ -53,19 +54,10 @@ def test_the_recipe_is_the_graph():
 @pytest.fixture
 def failed_check(sample_tree, tmp_path, monkeypatch):
     """A compile, in the webserver's instance, whose rendered tree fails a blocking check."""
-    from c2s_pipeline.assets import publish as publish_stage
     from c2s_pipeline.compiler import CompileError, compile_corpus
-    from c2s_pipeline.validate import check_tree
     from c2s_pipeline.workspace import CorpusSpec, Workspace
 
-    def broken(*args, **kwargs):
-        outcomes = check_tree(*args, **kwargs)
-        for o in outcomes:
-            if o.name == "no_empty_cluster":
-                o.passed, o.description = False, "skills/x/INDEX.md lists nothing"
-        return outcomes
-
-    monkeypatch.setattr(publish_stage, "check_tree", broken)
+    fail_check(monkeypatch, "no_empty_cluster", "skills/x/INDEX.md lists nothing")
     source = tmp_path / "broken"
     source.mkdir()
     for path in sorted(SAMPLE_CORPUS.rglob("*.md"))[:12]:

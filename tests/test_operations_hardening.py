@@ -21,6 +21,7 @@ from c2s_pipeline.compiler import CompileError, compile_corpus
 from c2s_pipeline.workspace import CorpusSpec, Workspace
 
 from .test_compile_llm import shared_encoder  # noqa: F401 - one loaded encoder for these compiles
+from .fakes.checks import fail_check
 from .test_ingest import write
 
 
@@ -251,11 +252,9 @@ def test_a_tree_that_failed_a_blocking_check_is_neither_materialized_nor_publish
                                                                                    monkeypatch):
     from dagster import AssetCheckKey, AssetKey, AssetRecordsFilter, execute_job, reconstructable
 
-    from c2s_pipeline.assets import publish as publish_stage
     from c2s_pipeline.automation import compile_run_config
     from c2s_pipeline.compiler import failure_message
     from c2s_pipeline.definitions import compile_job_def
-    from c2s_pipeline.validate import check_tree
 
     home = tmp_path / "home"
     spec = spec_for(tmp_path, notes(tmp_path / "corpus"))
@@ -263,14 +262,7 @@ def test_a_tree_that_failed_a_blocking_check_is_neither_materialized_nor_publish
     live = Path(spec.out) / "manifest.json"
     good = live.read_text()
 
-    def misplaced(*args, **kwargs):
-        outcomes = check_tree(*args, **kwargs)
-        for o in outcomes:
-            if o.name == "every_document_placed_once":
-                o.passed, o.description = False, "note-3.md is a primary row of 2 leaves"
-        return outcomes
-
-    monkeypatch.setattr(publish_stage, "check_tree", misplaced)
+    fail_check(monkeypatch, "every_document_placed_once", "note-3.md is a primary row of 2 leaves")
     with pytest.raises(CompileError, match="failed its checks and was not published.*every_document_placed_once: "
                                            "note-3.md is a primary row of 2 leaves"):
         compile_corpus(spec, Workspace(home), instance=instance)
