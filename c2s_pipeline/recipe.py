@@ -212,7 +212,3 @@ def stage_rank(name: str) -> int:
 
 def level_stages(level: int) -> list[StageSpec]:
     return [spec for spec in RECIPE if spec.level == level]
-
-
-def llm_stages() -> list[StageSpec]:
-    return [spec for spec in RECIPE if spec.task]
