@@ -30,7 +30,7 @@ import shlex
 
 from c2s_core.layout import ENTITY_INDEX_FILE, SECTION_RELATED
 from c2s_core.navigation.beam import BEAM_MIN
-from c2s_core.navigation.engine import MAX_TERMS, THIN_COVERAGE, Engine, Node, Rounds, embedding_text
+from c2s_core.navigation.engine import MAX_TERMS, THIN_COVERAGE, Engine, Node, Rounds
 from c2s_core.navigation.scoring import embedder
 from c2s_core.navrows import Card, Group, NavFile, parse_nav_file
 from c2s_core.search_index import SearchHit
@@ -42,7 +42,7 @@ from .compose import compose_answer
 from .tool_view import ToolView
 from .tools import TreeTools
 
-__all__ = ["MAX_TERMS", "ROUTE_BELOW", "Navigator", "embedding_text", "navigate"]
+__all__ = ["MAX_TERMS", "ROUTE_BELOW", "Navigator", "navigate"]
 
 MAX_ENTITIES = 8  # entity-index entries read per question
 ENTITY_PLACES = 6  # places read per entity: the index lists them most-mentioned first

@@ -14,6 +14,7 @@ from c2s_core.navrows import Card, Group, NavFile, parse_nav_file
 from c2s_core.term_index import (TermPostings, leaf_name_pattern, leaf_pattern, parse_leaf_lines, parse_term_lines,
                                  term_pattern)
 
+from .sandbox import MAX_COMMANDS, MAX_LINE_CHARS
 from .tools import TreeTools, parse_document
 
 TERM_LEAVES_PER_GREP = 8  # leaf names (slugs of ≤50 characters) per pattern: the sandbox caps one at 512
@@ -34,12 +35,29 @@ class ToolView:
     def skills(self) -> list[tuple[Group, int]]:
         return list(self._skills)
 
-    def grep_count(self, term: str, nav_file: str) -> int:
-        # Words starting with the stem: 'fee' finds 'fees' but not 'coffee'.
-        pattern = shlex.quote("\\<" + re.escape(term))
-        folder = shlex.quote(posixpath.dirname(nav_file))
-        out = self.tools.code_execution(f"grep -rih -e {pattern} {folder} | wc -l").strip()
-        return int(out) if out.isdigit() else 0
+    def grep_counts(self, asked: list[tuple[str, str]]) -> list[int]:
+        # One pipeline per count, as many as fit joined with ';' in each call: a round's counts
+        # take a call or a few, not one each.
+        pipelines = [count_pipeline(term, nav_file) for term, nav_file in asked]
+        counts: list[int] = []
+        batch: list[str] = []
+        for pipeline in pipelines:
+            if batch and (len(batch) == MAX_COMMANDS or len("; ".join([*batch, pipeline])) > MAX_LINE_CHARS):
+                counts += self._counted(batch)
+                batch = []
+            batch.append(pipeline)
+        return counts + (self._counted(batch) if batch else [])
+
+    def _counted(self, pipelines: list[str]) -> list[int]:
+        """One call's counts. A call stopped on its budgets (a large tree) is asked again in
+        halves; a count that still fails is 0, as a failed grep finds nothing."""
+        out = self.tools.code_execution("; ".join(pipelines)).split("\n")
+        if len(out) == len(pipelines) and all(n.strip().isdigit() for n in out):
+            return [int(n) for n in out]
+        if len(pipelines) == 1:
+            return [0]
+        half = len(pipelines) // 2
+        return self._counted(pipelines[:half]) + self._counted(pipelines[half:])
 
     def list_folders(self, folders: list[str]) -> dict[str, list[str]]:
         return ls_children(self.tools.code_execution("ls " + " ".join(map(shlex.quote, folders))), folders)
@@ -73,6 +91,12 @@ class ToolView:
     def read_document(self, doc_id: str) -> DocumentPage | None:
         page = parse_document(self.tools.get_document(doc_id))
         return DocumentPage(page.doc_id, page.title, page.text) if page is not None else None
+
+
+def count_pipeline(term: str, nav_file: str) -> str:
+    """``grep -rih '\\<TERM' FOLDER | wc -l``: lines below a nav file's folder holding a word
+    that starts with the term ('fee' finds 'fees' but not 'coffee')."""
+    return f"grep -rih -e {shlex.quote(chr(92) + '<' + re.escape(term))} {shlex.quote(posixpath.dirname(nav_file))} | wc -l"
 
 
 def ls_children(text: str, folders: list[str]) -> dict[str, list[str]]:

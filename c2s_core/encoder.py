@@ -16,6 +16,13 @@ from .cache import ItemCache
 from .text import sha256_hex
 
 BUNDLED_MODEL = "bundled:all-MiniLM-L6-v2"
+EMBED_CHARS = 2000  # document text embedded after its card (the encoder reads ~256 tokens)
+
+
+def embedding_text(title: str, one_line: str, phrases: Sequence[str], text: str) -> str:
+    """What a document is embedded as: its card, then the start of its text (the compile's
+    document vectors from its full card; navigation from the card its row shows)."""
+    return f"{title}. {one_line} {'; '.join(phrases)}\n{text[:EMBED_CHARS]}"
 
 
 def bundled_model_dir() -> str:

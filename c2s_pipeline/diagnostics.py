@@ -57,7 +57,7 @@ from scipy import sparse
 
 from c2s_core.layout import TERM_INDEX_FILE
 from c2s_core.navrows import DocCard, group_row
-from c2s_core.navigation.engine import MAX_TERMS, Engine, Ranking, embedding_text
+from c2s_core.navigation.engine import MAX_TERMS, Engine, Ranking
 from c2s_core.navigation.stats import bootstrap_groups, interval, verdict
 from c2s_core.search_index import SearchIndex
 from c2s_core.term_index import TermIndex, parse_term_index
@@ -140,9 +140,9 @@ def diagnose(tree: TreeInputs, embed: Embed, *, sample: int = SAMPLE_SIZE, seed:
     vectors = embed(index.row_texts + [q for _, _, q in questions])
     row_vecs = vectors[: len(index.row_texts)]
     memo = _Memo(embed, index.row_texts + [q for _, _, q in questions], vectors)
-    cards = {c.doc_id: c for c in view.leaf_cards()}
-    memo.add([*nav_row_texts(view), *(c.text for c in cards.values()),
-              *(embedding_text(c, view.texts[d]) for d, c in cards.items() if d in view.texts)])
+    # Cards and documents are embedded as questions reach them: the probe's cost follows its
+    # sampled questions, not the size of the corpus.
+    memo.add(nav_row_texts(view))
     report = {
         "collapse": collapse(tree.forest),
         "sibling_similarity": sibling_similarity(tree.forest, index, row_vecs),

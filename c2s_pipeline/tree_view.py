@@ -79,7 +79,10 @@ class CompiledView:
     def skills(self) -> list[tuple[Group, int]]:
         return list(self._skills)
 
-    def grep_count(self, term: str, nav_file: str) -> int:
+    def grep_counts(self, asked: list[tuple[str, str]]) -> list[int]:
+        return [self._count(term, nav_file) for term, nav_file in asked]
+
+    def _count(self, term: str, nav_file: str) -> int:
         if nav_file not in self.lines_in:
             return 0
         lo, hi = self.lines_in[nav_file]

@@ -653,7 +653,8 @@ class RecordingTools(TreeTools):
 def measure(compiled, questions: list[dict]) -> dict:
     """Run the navigator on every question beside flat dense retrieval (same encoder, exact
     cosine over every document's card + text, the compiler's embedding text)."""
-    from c2s_agent.offline_navigator import embedding_text, navigate
+    from c2s_agent.offline_navigator import navigate
+    from c2s_core.navigation.engine import card_embedding_text
     from c2s_core.navigation.scoring import embedder
 
     root = compiled.out
@@ -665,7 +666,7 @@ def measure(compiled, questions: list[dict]) -> dict:
     ids = tools.tree.store.ids()
     texts = {d: tools.tree.store.get(d).text for d in ids}
     embed = embedder()
-    vectors = embed([embedding_text(cards[d], texts[d]) for d in ids])
+    vectors = embed([card_embedding_text(cards[d], texts[d]) for d in ids])
     flat, nav, calls, runs = [], [], [], []
     start = time.perf_counter()
     for q in questions:

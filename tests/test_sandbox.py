@@ -107,7 +107,7 @@ def assert_confined(root: Path, touched: list[Path]) -> None:
 
 # -- confinement and hostile input ---------------------------------------------------------
 
-SUPPORTED_ONLY_PIPES = "is not supported; only '|' pipes are"
+SUPPORTED_ONLY_PIPES = "is not supported; only '|' pipes and ';' lists are"
 
 ESCAPES = [
     ("cat ../secret.txt", "refused: path '../secret.txt' is outside the tree"),
@@ -129,7 +129,8 @@ ESCAPES = [
     ("cat ~/secret.txt", "refused: path '~/secret.txt' is outside the tree"),
     ("cat $(echo x)", "refused: command substitution '$(...)' " + SUPPORTED_ONLY_PIPES),
     ("cat `echo x`", "refused: command substitution with backticks " + SUPPORTED_ONLY_PIPES),
-    ("ls; cat x", "refused: command separator ';' " + SUPPORTED_ONLY_PIPES),
+    ("ls; cat ../secret.txt", "refused: path '../secret.txt' is outside the tree"),  # the whole line's answer
+    ("; ".join(["ls"] * 65), "refused: 65 commands joined with ';'; the limit is 64"),
     ("ls && cat x", "refused: command chaining '&&' " + SUPPORTED_ONLY_PIPES),
     ("ls || cat x", "refused: command chaining '||' " + SUPPORTED_ONLY_PIPES),
     ("ls & cat x", "refused: background job '&' " + SUPPORTED_ONLY_PIPES),
@@ -146,7 +147,7 @@ ESCAPES = [
     ("ls | sh", "sh: command not found; supported:"),
     ("grep 'unclosed", "syntax error: No closing quotation"),
     ("ls | | head", "syntax error: empty command in pipeline"),
-    ("", "syntax error: empty command in pipeline"),
+    ("", "syntax error: empty command"),
     ("cat skills/billing/SKILL.md" + " | head" * 8, "refused: pipeline has 9 stages; the limit is 8"),
     ("ls " + "x" * 2000, "refused: command line is 2,003 characters; the limit is 2,000"),
     ("grep " + "a" * 600 + " INDEX.md", "refused: pattern is 600 characters; the limit is 512"),
@@ -169,6 +170,17 @@ def test_escape_attempts_are_refused_or_bounded(sb, local, tree, touched, comman
     assert SECRET not in out
     assert time.monotonic() - start < 2
     assert_confined(tree, touched)
+
+
+def test_a_list_runs_its_pipelines_in_order_in_one_reply(sb, local):
+    one = [sb.run("grep -ri refund skills | wc -l"), sb.run("ls skills"), sb.run("grep -ric zzzunseen skills/billing")]
+    listed = sb.run("grep -ri refund skills | wc -l; ls skills ;grep -ric zzzunseen skills/billing;")
+    assert listed == "\n".join(one) == local.run("grep -ri refund skills | wc -l; ls skills ;grep -ric zzzunseen skills/billing;")
+    # Quoted, ';' is a character of a pattern, not a separator.
+    assert sb.run("grep -c 'a;b' skills/billing/SKILL.md") == "0"
+    # A missing file does not stop the list: the rest runs, and errors follow the output.
+    mixed = sb.run("cat no-such-file; ls skills")
+    assert mixed == one[1] + "\ncat: no-such-file: No such file or directory"
 
 
 def test_grep_suppresses_names_and_names_unsupported_options(sb):

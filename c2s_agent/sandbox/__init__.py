@@ -1,14 +1,16 @@
 """The agent's ``code_execution`` tool: a shell-like interpreter confined to a compiled tree.
 
 The agent browses the tree with the commands it knows from bash (ls, cat, head, tail, grep,
-find, wc, sort, uniq, pwd) joined by ``|`` pipes::
+find, wc, sort, uniq, pwd) joined by ``|`` pipes, several pipelines in one line joined by ``;``
+(run in order, one reply; a program counting many things asks once)::
 
     sb = Sandbox("out/tree")
     print(sb.run("grep -ril refund skills | head -20"))
+    print(sb.run("grep -rih '\\<refund' skills/billing | wc -l; grep -rih '\\<refund' skills/orders | wc -l"))
 
 Everything is interpreted in pure Python; nothing reaches a real shell. Document text may carry
 prompt injection, so the worst a command line can do is read files that are already inside the
-tree: paths that leave it, symlinks, hidden files, redirections, substitutions and command
+tree: paths that leave it, symlinks, hidden files, redirections, substitutions and ``&&`` / ``||``
 chaining are refused, and every command is bounded in files visited, bytes read, pattern size,
 regex time, wall time, memory and output size. Command lines run in worker processes whose
 memory and CPU time the operating system limits (:mod:`.worker`), so no command, however it
@@ -28,12 +30,12 @@ from pathlib import Path
 
 from .commands import Interpreter, Reply
 from .files import REDACTED_PATH, STDIN, redact_host_paths
-from .limits import (MAX_CALL_MEMORY, MAX_CALL_SECONDS, MAX_FILES, MAX_LINE_CHARS, MAX_PATTERN_CHARS,
+from .limits import (MAX_CALL_MEMORY, MAX_CALL_SECONDS, MAX_COMMANDS, MAX_FILES, MAX_LINE_CHARS, MAX_PATTERN_CHARS,
                      MAX_PATTERN_EXPANSION, MAX_PATTERN_NESTING, MAX_SCAN_BYTES, MAX_STAGES, SandboxError)
 from .parsing import SUPPORTED
 from .worker import POOL, Settings
 
-__all__ = ["MAX_CALL_MEMORY", "MAX_CALL_SECONDS", "MAX_FILES", "MAX_LINE_CHARS", "MAX_PATTERN_CHARS",
+__all__ = ["MAX_CALL_MEMORY", "MAX_CALL_SECONDS", "MAX_COMMANDS", "MAX_FILES", "MAX_LINE_CHARS", "MAX_PATTERN_CHARS",
            "MAX_PATTERN_EXPANSION", "MAX_PATTERN_NESTING", "MAX_SCAN_BYTES", "MAX_STAGES", "REDACTED_PATH",
            "STDIN", "SUPPORTED", "Interpreter", "Reply", "Sandbox", "SandboxError", "SandboxStats",
            "redact_host_paths"]

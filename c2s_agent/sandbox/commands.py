@@ -1,6 +1,7 @@
-"""The interpreter: runs one parsed command line over the tree in this process, each stage a
-stream of lines pulled by the next (``cat big | head -n 1`` reads one chunk), so memory follows
-what a command keeps (``sort`` its lines, ``tail -n N`` N of them), never the size of a file.
+"""The interpreter: runs one parsed command line (pipelines joined with ``;``, in order) over the
+tree in this process, each stage a stream of lines pulled by the next (``cat big | head -n 1``
+reads one chunk), so memory follows what a command keeps (``sort`` its lines, ``tail -n N`` N of
+them), never the size of a file.
 
 :class:`Interpreter` is what the worker process runs; :class:`~c2s_agent.sandbox.Sandbox` is the
 API that sends it command lines there."""
@@ -20,7 +21,7 @@ from pathlib import Path
 from .files import STDIN, TreeFiles, count_words, ls_entry
 from .limits import (MAX_CALL_MEMORY, MAX_CALL_SECONDS, Budget, Errors, Output, SandboxError,
                      stopped_for_memory)
-from .parsing import count, options, parse_pipeline
+from .parsing import count, options, parse_line
 from .patterns import Matcher
 
 _NUMBER = re.compile(r"\s*[-+]?\d+(?:\.\d*)?", re.ASCII)
@@ -64,13 +65,16 @@ class Interpreter:
         self.files = TreeFiles(self.root, self.budget, self.errors)
         out = Output(self.max_output_bytes)
         try:
-            stream: Stream | None = None
-            for name, *args in parse_pipeline(line, set(self.commands)):
-                self.budget.check()
-                stream = self.commands[name](args, stream)
-            for text in stream or ():
-                self.budget.line()
-                out.write(text)
+            # The pipelines of a ';' list share the line's budgets and its one reply; a refusal or
+            # a stop in any of them is the whole line's answer.
+            for pipeline in parse_line(line, set(self.commands)):
+                stream: Stream | None = None
+                for name, *args in pipeline:
+                    self.budget.check()
+                    stream = self.commands[name](args, stream)
+                for text in stream or ():
+                    self.budget.line()
+                    out.write(text)
         except SandboxError as e:
             return self._failed(str(e))
         except MemoryError:

@@ -1,12 +1,12 @@
-"""Reading a command line: pipes, words and GNU-style short options, and refusing every shell
-construct that is not a ``|`` pipe. Nothing here touches the tree."""
+"""Reading a command line: ``;``-separated pipelines, pipes, words and GNU-style short options,
+and refusing every other shell construct. Nothing here touches the tree."""
 
 from __future__ import annotations
 
 import re
 import shlex
 
-from .limits import MAX_LINE_CHARS, MAX_STAGES, SandboxError
+from .limits import MAX_COMMANDS, MAX_LINE_CHARS, MAX_STAGES, SandboxError
 
 SUPPORTED = "cat, find, grep, head, ls, pwd, sort, tail, uniq, wc"
 
@@ -19,7 +19,6 @@ _CONSTRUCTS = (
     (">>", "redirection '>>'"),
     (">", "redirection '>'"),
     ("<", "redirection '<'"),
-    (";", "command separator ';'"),
     ("&", "background job '&'"),
     ("`", "command substitution with backticks"),
     ("(", "subshell '('"),
@@ -31,8 +30,9 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _COUNT = re.compile(r"\+?[0-9]+", re.ASCII)  # ASCII digits only: int('²') fails, '²'.isdigit() holds
 
 
-def parse_pipeline(line: str, commands: set[str]) -> list[list[str]]:
-    """The argv of each stage of ``line``, every stage checked before any runs."""
+def parse_line(line: str, commands: set[str]) -> list[list[list[str]]]:
+    """The pipelines of ``line`` (separated by ``;``, run in order), each as the argv of its
+    stages; every one is checked before any runs."""
     if "\0" in line:
         raise SandboxError("refused: NUL byte in command line")
     if _SURROGATE.search(line):  # undecodable bytes (a terminal's argv, escaped JSON) never name a file
@@ -40,19 +40,28 @@ def parse_pipeline(line: str, commands: set[str]) -> list[list[str]]:
     if len(line) > MAX_LINE_CHARS:
         raise SandboxError(f"refused: command line is {len(line):,} characters; "
                            f"the limit is {MAX_LINE_CHARS:,}")
-    stages = split_pipeline(line)
-    if len(stages) > MAX_STAGES:
-        raise SandboxError(f"refused: pipeline has {len(stages)} stages; the limit is {MAX_STAGES}")
-    argvs = [_argv(stage) for stage in stages]
-    for name, *_ in argvs:
-        if name not in commands:
-            raise SandboxError(f"{name}: command not found; supported: {SUPPORTED}, "
-                               "joined with | (paths are relative to the tree root, /)")
-    return argvs
+    pipelines = [p for p in split_line(line) if p]
+    if not pipelines:
+        raise SandboxError("syntax error: empty command")
+    if len(pipelines) > MAX_COMMANDS:
+        raise SandboxError(f"refused: {len(pipelines)} commands joined with ';'; the limit is {MAX_COMMANDS}")
+    parsed = []
+    for stages in pipelines:
+        if len(stages) > MAX_STAGES:
+            raise SandboxError(f"refused: pipeline has {len(stages)} stages; the limit is {MAX_STAGES}")
+        argvs = [_argv(stage) for stage in stages]
+        for name, *_ in argvs:
+            if name not in commands:
+                raise SandboxError(f"{name}: command not found; supported: {SUPPORTED}, "
+                                   "joined with | and ; (paths are relative to the tree root, /)")
+        parsed.append(argvs)
+    return parsed
 
 
-def split_pipeline(line: str) -> list[str]:
-    """Split on unquoted '|' and refuse every other unquoted shell construct."""
+def split_line(line: str) -> list[list[str]]:
+    """Split on unquoted ';' (pipelines) and '|' (stages), and refuse every other unquoted shell
+    construct. A pipeline of nothing but blanks (``ls;`` or ``;;``) is left out."""
+    pipelines: list[list[str]] = []
     stages, start, quote, i = [], 0, "", 0
     while i < len(line):
         c = line[i]
@@ -68,15 +77,20 @@ def split_pipeline(line: str) -> list[str]:
         elif c == "|" and not line.startswith("||", i):
             stages.append(line[start:i])
             start = i + 1
+        elif c == ";":
+            stages.append(line[start:i])
+            pipelines.append(stages)
+            stages, start = [], i + 1
         else:
             what = next((w for tok, w in _CONSTRUCTS if line.startswith(tok, i)), None)
             if what is None and (var := _VARIABLE.match(line, i)):
                 what = f"variable expansion {var.group()!r}"
             if what:
-                raise SandboxError(f"refused: {what} is not supported; only '|' pipes are "
+                raise SandboxError(f"refused: {what} is not supported; only '|' pipes and ';' lists are "
                                    "(quote special characters to use them literally)")
         i += 1
-    return stages + [line[start:]]
+    pipelines.append(stages + [line[start:]])
+    return [p for p in pipelines if not (len(p) == 1 and not p[0].strip())]
 
 
 def _argv(stage: str) -> list[str]:

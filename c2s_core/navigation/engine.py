@@ -46,6 +46,7 @@ from typing import Protocol
 
 import numpy as np
 
+from c2s_core.encoder import embedding_text
 from c2s_core.navrows import Card, Group, NavFile
 from c2s_core.term_index import RowScores, TermPostings, best_by_leaf, best_rows, row_scores
 from c2s_core.text import query_terms, terms, title_match
@@ -57,7 +58,6 @@ from .scoring import SearchHit, bm25, rrf
 MAX_TERMS = 12  # question terms grepped for
 MAX_ROUNDS = 10  # rounds of tool calls a question may take (the agent's default turn budget)
 PAGE_CHARS = 6000  # what one read of a document returns: its first page (about 1,500 tokens)
-EMBED_CHARS = 2000  # document text embedded after the card, as the compiler does
 THIN_COVERAGE = 0.5  # below this share of the question's term weight a branch is "thin"
 
 Embed = Callable[[Sequence[str]], np.ndarray]  # texts -> L2-normalised rows
@@ -73,9 +73,10 @@ class TreeView(Protocol):
         """The top-level skills (name, nav file, documents, description) with their heights
         (1: the skill lists documents itself; 0: not recorded), as the agent's preloaded context."""
 
-    def grep_count(self, term: str, nav_file: str) -> int:
-        """Lines of the nav files in ``nav_file``'s folder and below holding a word that starts
-        with ``term`` (case-insensitive)."""
+    def grep_counts(self, asked: list[tuple[str, str]]) -> list[int]:
+        """For each (term, nav file): lines of the nav files in the nav file's folder and below
+        holding a word that starts with the term (case-insensitive); asked together, as one
+        round's counts are."""
 
     def list_folders(self, folders: list[str]) -> dict[str, list[str]]:
         """Folder -> the names of its sub-folders, in name order; folders that cannot be listed are left out."""
@@ -222,15 +223,18 @@ class Engine:
         absent below a node's parent is absent below the node, so it is not counted (``parents``:
         node path -> the nav file it was listed in; ``@see`` groups live elsewhere and are
         always counted)."""
+        asked: dict[tuple[str, str], None] = {}  # counted together, in one round
         for g in groups:
             parent = (parents or {}).get(g.path, "")
             for word, hits in self.grep_counts.items():
-                if g.path in hits:
+                if g.path in hits or (word, g.path) in asked:
                     continue
                 if parent and under(g.path, parent) and hits.get(parent, 1) == 0:
                     hits[g.path] = 0
                     continue
-                hits[g.path] = self.view.grep_count(word, g.path)
+                asked[word, g.path] = None
+        for (word, path), n in zip(asked, self.view.grep_counts(list(asked)) if asked else []):
+            self.grep_counts[word][path] = n
 
     def _idf(self) -> dict[str, float]:
         """From the first level's counts: matching lines anywhere against the documents."""
@@ -459,7 +463,7 @@ class Engine:
         if not kept:
             return [], {}
         at = {d: i for i, d in enumerate(ids)}
-        doc_emb = self.embed([embedding_text(cards[d], pages[d].text) for d in kept]) @ self.qvec
+        doc_emb = self.embed([card_embedding_text(cards[d], pages[d].text) for d in kept]) @ self.qvec
         doc_lex = bm25(self.qterms, [_terms(f"{pages[d].title} {pages[d].text}") for d in kept])
         pick = [at[d] for d in kept]
         final = rrf(card_emb[pick], card_lex[pick], doc_emb, doc_lex, body[pick], title[pick], k=RRF_K,
@@ -489,10 +493,9 @@ class Engine:
                          if d in self.rows else 0.0 for d in ids])
 
 
-def embedding_text(card: Card, text: str) -> str:
-    """What a document is embedded as: its card, then the start of its text (as the compiler
-    does; the encoder reads ~256 tokens)."""
-    return f"{card.title}. {card.one_line} {'; '.join(card.phrases)}\n{text[:EMBED_CHARS]}"
+def card_embedding_text(card: Card, text: str) -> str:
+    """What a document is embedded as (:func:`c2s_core.encoder.embedding_text`), from its row's card."""
+    return embedding_text(card.title, card.one_line, card.phrases, text)
 
 
 def under(file: str, nav: str) -> bool:

@@ -7,7 +7,7 @@ import polars as pl
 from dagster import Failure, MetadataValue
 
 from ..artifacts import matrix_version, table_version
-from c2s_core.encoder import embed_with_cache
+from c2s_core.encoder import embed_with_cache, embedding_text
 from c2s_core.identifiers import by_rarity
 from ..ingest import CorpusError, as_rows, read_corpus, source_fingerprint
 from c2s_core.llm.schemas import Card, CardInput
@@ -19,7 +19,6 @@ from c2s_core.atomic_publish import OutputError, check_output
 from ._stage import SELF_DESCRIBED, Stage, markdown_table
 
 CARD_TEXT_CHARS = 4000  # what a card prompt sees of a document
-EMBED_TEXT_CHARS = 2000  # document text embedded after its card (the encoder reads ~256 tokens)
 SOURCE_STATE_FILE = "source_state.json"
 
 
@@ -107,10 +106,6 @@ def doc_cards(stage: Stage, workspace: WorkspaceResource, llm: LLMResource):
     return stage.done(table_version(frame), {
         "cards": frame.height, "preview": markdown_table(preview),
         "share_with_identifiers": round(with_identifiers / max(frame.height, 1), 4)})
-
-
-def embedding_text(title: str, one_line: str, phrases: list[str], text: str) -> str:
-    return f"{title}. {one_line} {'; '.join(phrases)}\n{text[:EMBED_TEXT_CHARS]}"
 
 
 def doc_embeddings(stage: Stage, workspace: WorkspaceResource, encoder: EncoderResource):
