@@ -189,6 +189,13 @@ def _navigator(name: str) -> Callable[..., Reply]:
 _SURROGATES = re.compile("[\ud800-\udfff]")
 
 
+def tools_for(tree: Tree | str | os.PathLike[str], navigator: str = "offline") -> TreeTools:
+    """The tools ``navigator`` works with over ``tree``: a navigator may ask for its own tool
+    settings (the offline navigator reads long grep listings that would swamp an LLM's context,
+    so it asks for a larger output cap)."""
+    return TreeTools(tree, **getattr(_navigator(navigator), "tool_options", {}))
+
+
 def answer(question: str, tree: Tree | TreeTools | str | os.PathLike[str], navigator: str = "offline",
            max_turns: int = 10, **opts: object) -> AnswerResult:
     """Answer ``question`` from the compiled tree at ``tree`` (a path, a Tree, or TreeTools to
@@ -201,9 +208,7 @@ def answer(question: str, tree: Tree | TreeTools | str | os.PathLike[str], navig
     # undecodable text: tokenisers and encoders take UTF-8 text only.
     question = _SURROGATES.sub("\ufffd", question)
     run = _navigator(navigator)
-    # A navigator may ask for its own tool settings (the offline navigator reads long grep
-    # listings that would swamp an LLM's context, so it asks for a larger output cap).
-    tools = tree if isinstance(tree, TreeTools) else TreeTools(tree, **getattr(run, "tool_options", {}))
+    tools = tree if isinstance(tree, TreeTools) else tools_for(tree, navigator)
     budget = TurnBudget(max_turns)
     start = time.perf_counter()
     reply = run(question, tools, budget=budget, system=system_prompt(tools.tree), **opts)

@@ -82,7 +82,8 @@ class Navigator(Engine):
                  related: bool = True, backtrack: bool = True):
         super().__init__(ToolView(tools), embedder(), budget=budget, beam=beam, fetch=fetch)
         self.tools = tools
-        self.route = self.reserve_search = route and tools.has_search
+        self.route = route and tools.has_search
+        self.hits: list[SearchHit] = []
         self.route_below = route_below
         self.use_entities, self.use_related, self.use_backtrack = entities, related, backtrack
 
@@ -121,13 +122,15 @@ class Navigator(Engine):
             key_terms = set(terms(m[2]))
             if key_terms and key_terms <= qset:
                 named.append((-len(key_terms), int(m[1]), m[2], line))
+        named = sorted(named)[:MAX_ENTITIES]
+        # Indent-1 JSON: the entries follow the key's line; each entity's window is read by one
+        # pipeline of one call, and `cat -n` numbers each window from 1, which tells them apart.
+        windows = [f"head -n {lineno + ENTITY_WINDOW - 1} {ENTITY_INDEX_FILE} | tail -n +{lineno} | cat -n"
+                   for _, lineno, _, line in named if '"path"' not in line]
+        read = iter(_windows(self.view.joined(windows)) if windows else [])
         weights: dict[str, float] = {}
-        for size, lineno, key, line in sorted(named)[:MAX_ENTITIES]:
-            text = line
-            if '"path"' not in line:  # indent-1 JSON: the entries follow the key's line
-                text = self.tools.code_execution(
-                    f"head -n {lineno + ENTITY_WINDOW - 1} {ENTITY_INDEX_FILE} | tail -n +{lineno}")
-            entries = _entity_entries(text)
+        for size, lineno, key, line in named:
+            entries = _entity_entries(line if '"path"' in line else next(read, ""))
             total = sum(n for _, n in entries) or 1
             for path, n in entries:  # a specific entity (few places) weighs more per place
                 weights[path] = weights.get(path, 0.0) + (1.0 + (-size > 1)) * n / total
@@ -136,18 +139,21 @@ class Navigator(Engine):
 
     # -- related skills -----------------------------------------------------------------
 
-    def after_first_level(self, opened: list[NavFile]) -> list[NavFile]:
-        """Follow ## Related skills when the chosen skills are thin on the question's terms."""
-        if (not self.use_related or not opened or max(self.coverage(n.path) for n in opened) >= THIN_COVERAGE
+    def after_first_level(self, chosen: list[Node]) -> list[Node]:
+        """Follow ## Related skills when the chosen skills are thin on the question's terms: their
+        related rows are read in one round, and the best related skill is opened with them."""
+        if (not self.use_related or not chosen or max(self.coverage(n.group.path) for n in chosen) >= THIN_COVERAGE
                 or not self.can_descend(2)):
             return []
         # Related-skill rows are the only rows that link to a sibling skill (../NAME/SKILL.md).
         self.budget.take()
+        paths = [n.group.path for n in chosen]
+        out = self.tools.code_execution("grep -H -E '^- \\[.*\\]\\(\\.\\./' " + " ".join(map(shlex.quote, paths)))
         related: dict[str, Group] = {}
-        for nav in opened:
-            text = self.tools.code_execution(f"grep -E '^- \\[.*\\]\\(\\.\\./' {shlex.quote(nav.path)}")
-            for g in parse_nav_file(f"{SECTION_RELATED}\n{text}", nav.path).related:
-                if g.path not in self.read:
+        for path in paths:
+            rows = "\n".join(line[len(path) + 1:] for line in out.split("\n") if line.startswith(path + ":"))
+            for g in parse_nav_file(f"{SECTION_RELATED}\n{rows}", path).related:
+                if g.path not in self.read and g.path not in paths:
                     related.setdefault(g.path, g)
         if not related:
             return []
@@ -155,7 +161,7 @@ class Navigator(Engine):
         self.score(nodes)
         best = max(nodes, key=lambda n: n.score)
         self.notes.append(f"related jump to {best.group.name}")
-        return self.open([best])
+        return [best]
 
     # -- backtracking -------------------------------------------------------------------
 
@@ -188,33 +194,28 @@ class Navigator(Engine):
         """Descend from ``start`` with a narrower beam (a detour, not a second search)."""
         frontier, leaves = [start], []
         while frontier and self.can_descend():
-            opened = self.open(frontier)
-            frontier = []
-            for nav in opened:
-                if nav.is_leaf:
-                    leaves.append(nav)
-                else:
-                    kids = [Node(g, nav.path) for g in nav.groups + nav.see_groups if g.path not in self.read]
-                    if kids and self.can_descend(2):
-                        self.budget.take()
-                        self._count([k.group for k in kids], {k.group.path: k.parent for k in kids})
-                        self.score(kids)
-                        kids.sort(key=lambda n: -n.score)
-                        width = BEAM_MIN
-                        frontier += kids[:width]
-                        best = kids[0].score or 1.0
-                        pending += [Node(k.group, k.parent, k.score / best) for k in kids[width:]]
+            read, kids = self.expand(frontier, jump=False)
+            leaves += read
+            if kids:
+                self.score(kids)
+                kids.sort(key=lambda n: -n.score)
+            frontier = kids[:BEAM_MIN]
+            best = (kids[0].score or 1.0) if kids else 1.0
+            pending += [Node(k.group, k.parent, k.score / best) for k in kids[BEAM_MIN:]]
         return leaves
 
     # -- routing ------------------------------------------------------------------------
 
+    def in_survey(self) -> None:
+        """Ask the search tool in the survey round: it needs only the question, and whether its
+        hits are fused is decided once navigation's confidence is known."""
+        self.found = self.tools.search_hits(self.question, SEARCH_HITS, SEARCH_MODE) if self.route else []
+
     def search(self, confidence: float) -> list[SearchHit]:
-        """Search results when the routing confidence is low (and a round is left for them)."""
-        self.hits: list[SearchHit] = []
-        if not self.route or confidence >= self.route_below or self.budget.left < 2:  # this round and get_document's
+        """The survey's search hits, when the routing confidence is low."""
+        if not self.route or confidence >= self.route_below:
             return []
-        self.budget.take()
-        self.hits = self.tools.search_hits(self.question, SEARCH_HITS, SEARCH_MODE)
+        self.hits = self.found
         self.notes.append(f"routing confidence {confidence:.2f} < {self.route_below}: "
                           f"{len(self.hits)} search hit(s) fused")
         return self.hits
@@ -248,6 +249,19 @@ class Navigator(Engine):
                 chain += reversed(leaf_folder(home).split("/")[:-1])
             home = parent
         return " → ".join(["skills", *reversed(chain), f"{cited} doc{'s' * (cited != 1)}"])
+
+
+def _windows(text: str) -> list[str]:
+    """``cat -n`` windows joined in one reply -> each window's lines, without their numbers."""
+    windows: list[list[str]] = []
+    for line in text.split("\n"):
+        number, tab, rest = line.lstrip(" ").partition("\t")
+        if not tab or not number.isdigit():
+            continue
+        if number == "1" or not windows:
+            windows.append([])
+        windows[-1].append(rest)
+    return ["\n".join(w) for w in windows]
 
 
 def _entity_entries(text: str) -> list[tuple[str, int]]:

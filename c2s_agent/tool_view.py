@@ -7,6 +7,7 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
+from collections.abc import Callable
 
 from c2s_core.layout import SECTION_DOCUMENTS, TERM_INDEX_FILE
 from c2s_core.navigation.engine import DocumentPage
@@ -14,7 +15,7 @@ from c2s_core.navrows import Card, Group, NavFile, parse_nav_file
 from c2s_core.term_index import (TermPostings, leaf_name_pattern, leaf_pattern, parse_leaf_lines, parse_term_lines,
                                  term_pattern)
 
-from .sandbox import MAX_COMMANDS, MAX_LINE_CHARS
+from .sandbox import MAX_COMMANDS, MAX_LINE_CHARS, TRUNCATED
 from .tools import TreeTools, parse_document
 
 TERM_LEAVES_PER_GREP = 8  # leaf names (slugs of ≤50 characters) per pattern: the sandbox caps one at 512
@@ -37,42 +38,72 @@ class ToolView:
 
     def grep_counts(self, asked: list[tuple[str, str]]) -> list[int]:
         # One pipeline per count, as many as fit joined with ';' in each call: a round's counts
-        # take a call or a few, not one each.
-        pipelines = [count_pipeline(term, nav_file) for term, nav_file in asked]
-        counts: list[int] = []
-        batch: list[str] = []
-        for pipeline in pipelines:
-            if batch and (len(batch) == MAX_COMMANDS or len("; ".join([*batch, pipeline])) > MAX_LINE_CHARS):
-                counts += self._counted(batch)
-                batch = []
-            batch.append(pipeline)
-        return counts + (self._counted(batch) if batch else [])
-
-    def _counted(self, pipelines: list[str]) -> list[int]:
-        """One call's counts. A call stopped on its budgets (a large tree) is asked again in
-        halves; a count that still fails is 0, as a failed grep finds nothing."""
-        out = self.tools.code_execution("; ".join(pipelines)).split("\n")
-        if len(out) == len(pipelines) and all(n.strip().isdigit() for n in out):
-            return [int(n) for n in out]
-        if len(pipelines) == 1:
-            return [0]
-        half = len(pipelines) // 2
-        return self._counted(pipelines[:half]) + self._counted(pipelines[half:])
+        # take a call or a few, not one each. A count that fails is 0, as a failed grep finds nothing.
+        out = self._one_line_each([count_pipeline(term, nav_file) for term, nav_file in asked], str.isdigit)
+        return [int(n) if n.isdigit() else 0 for n in out]
 
     def list_folders(self, folders: list[str]) -> dict[str, list[str]]:
-        return ls_children(self.tools.code_execution("ls " + " ".join(map(shlex.quote, folders))), folders)
+        found: dict[str, list[str]] = {}
+        for batch, out in self._calls(folders, "ls ", " ", quoted=True):
+            found.update(ls_children(out, batch))
+        return found
 
-    def read_rows(self, nav_file: str) -> NavFile | None:
-        # The rows and their section headings: the node's own description was on its parent's
-        # row, so the frontmatter and summary prose add bytes, not choices.
-        text = self.tools.code_execution(f"grep -E '^(## |- )' {shlex.quote(nav_file)}")
-        return parse_nav_file(text, nav_file) if text.startswith("## ") else None  # else an error
+    def read_rows(self, nav_files: list[str]) -> dict[str, NavFile]:
+        # The rows and their section headings of several files in one grep, each line prefixed
+        # with its file: the node's own description was on its parent's row, so the frontmatter
+        # and summary prose add bytes, not choices.
+        lines: dict[str, list[str]] = {path: [] for path in nav_files}
+        for _, out in self._calls(nav_files, "grep -H -E '^(## |- )' ", " ", quoted=True):
+            for line in out.split("\n"):
+                path, sep, rest = line.partition(":")
+                if sep and path in lines:
+                    lines[path].append(rest)
+        return {path: parse_nav_file("\n".join(rows) + "\n", path)
+                for path, rows in lines.items() if rows and rows[0].startswith("## ")}
 
-    def read_document_row(self, nav_file: str, row: int) -> Card | None:
-        line = self.tools.code_execution(
-            f"grep -E {shlex.quote(DOC_ROW_PATTERN)} {shlex.quote(nav_file)} | head -n {row} | tail -n 1")
-        cards = parse_nav_file(f"{SECTION_DOCUMENTS}\n{line}", nav_file).cards
-        return cards[0] if cards else None
+    def read_document_rows(self, asked: list[tuple[str, int]]) -> list[Card | None]:
+        pipelines = [f"grep -E {shlex.quote(DOC_ROW_PATTERN)} {shlex.quote(nav_file)} | head -n {row} | tail -n 1"
+                     for nav_file, row in asked]
+        out = self._one_line_each(pipelines, lambda line: line.startswith("- `"))
+        cards = [parse_nav_file(f"{SECTION_DOCUMENTS}\n{line}", nav_file).cards if line else []
+                 for (nav_file, _), line in zip(asked, out)]
+        return [found[0] if found else None for found in cards]
+
+    def joined(self, pipelines: list[str]) -> str:
+        """The replies of ``pipelines`` run in order, joined with ';' into as few calls as fit."""
+        return "\n".join(out for _, out in self._calls(pipelines, "", "; ") if out)
+
+    def _calls(self, items: list[str], command: str, sep: str, quoted: bool = False) -> list[tuple[list[str], str]]:
+        """``command`` followed by ``items`` (``quoted``: as shell words) joined with ``sep``, in
+        as few calls as fit a command line: (the items of each call, its reply). A reply cut to
+        the output cap is asked again in halves, so no item's answer is lost to another's."""
+        def run(batch: list[str]) -> list[tuple[list[str], str]]:
+            out = self.tools.code_execution(command + sep.join(map(shlex.quote, batch) if quoted else batch))
+            if TRUNCATED not in out or len(batch) == 1:
+                return [(batch, out)]
+            half = len(batch) // 2
+            return run(batch[:half]) + run(batch[half:])
+
+        return [call for batch in _batches(items, len(command), sep, quoted) for call in run(batch)]
+
+    def _one_line_each(self, pipelines: list[str], valid: Callable[[str], bool]) -> list[str]:
+        """The one line each pipeline prints, as many pipelines joined with ';' in a call as fit
+        (``""`` where a pipeline printed nothing valid)."""
+        out: list[str] = []
+        for batch in _batches(pipelines, 0, "; "):
+            out += self._each(batch, valid)
+        return out
+
+    def _each(self, pipelines: list[str], valid: Callable[[str], bool]) -> list[str]:
+        """One call's lines. When they do not pair one to one with the pipelines (one printed
+        nothing, or the call stopped on its budgets in a large tree), the halves are asked again."""
+        lines = self.tools.code_execution("; ".join(pipelines)).split("\n")
+        if len(lines) == len(pipelines) and all(valid(line.strip()) for line in lines):
+            return [line.strip() for line in lines]
+        if len(pipelines) == 1:
+            return [""]
+        half = len(pipelines) // 2
+        return self._each(pipelines[:half], valid) + self._each(pipelines[half:], valid)
 
     def term_lines(self, words: list[str]) -> dict[str, TermPostings]:
         # (a tree compiled without the index answers with an error line: no lines)
@@ -91,6 +122,23 @@ class ToolView:
     def read_document(self, doc_id: str) -> DocumentPage | None:
         page = parse_document(self.tools.get_document(doc_id))
         return DocumentPage(page.doc_id, page.title, page.text) if page is not None else None
+
+
+def _batches(items: list[str], prefix: int, sep: str = " ", quoted: bool = False) -> list[list[str]]:
+    """``items`` in order, grouped so that each group joined with ``sep`` after ``prefix``
+    characters (``quoted``: as shell words) fits one command line, and a line's pipelines
+    joined with ';' stay within the sandbox's count."""
+    batches: list[list[str]] = []
+    batch: list[str] = []
+    length = prefix
+    for item in items:
+        size = len(shlex.quote(item) if quoted else item)
+        if batch and (len(batch) == MAX_COMMANDS or length + len(sep) + size > MAX_LINE_CHARS):
+            batches.append(batch)
+            batch, length = [], prefix
+        length += size + (len(sep) if batch else 0)
+        batch.append(item)
+    return batches + ([batch] if batch else [])
 
 
 def count_pipeline(term: str, nav_file: str) -> str:

@@ -10,13 +10,15 @@ import typer
 from .console import TREE_HELP, escape, fail, out, printable
 
 
-def _tools(tree: Path):
+def _tools(tree: Path, navigator: str | None = None):
+    """The tools over ``tree`` (as ``navigator`` works with them, when one is named)."""
+    from c2s_agent.agent import UnknownNavigatorError, tools_for
     from c2s_agent.tools import TreeTools
     from c2s_core.tree import TreeError
 
     try:
-        return TreeTools(tree)
-    except TreeError as e:
+        return tools_for(tree, navigator) if navigator else TreeTools(tree)
+    except (TreeError, UnknownNavigatorError) as e:
         fail(str(e))
 
 
@@ -35,7 +37,7 @@ def ask(
     from c2s_agent.agent import UnknownNavigatorError, answer
     from c2s_core.llm.clients import LLMError
 
-    tools = _tools(tree)
+    tools = _tools(tree, navigator)
     if not question.strip():
         fail("the question is empty")
     opts = {k: v for k, v in (("model", model), ("base_url", base_url)) if v}

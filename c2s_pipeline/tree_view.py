@@ -106,7 +106,10 @@ class CompiledView:
     def list_folders(self, folders: list[str]) -> dict[str, list[str]]:
         return {f: list(self.subfolders[f]) for f in folders if f in self.subfolders}
 
-    def read_rows(self, nav_file: str) -> NavFile | None:
+    def read_rows(self, nav_files: list[str]) -> dict[str, NavFile]:
+        return {path: nav for path in nav_files if (nav := self._rows(path)) is not None}
+
+    def _rows(self, nav_file: str) -> NavFile | None:
         if nav_file not in self._parsed:
             text = self.nav_files.get(nav_file)
             rows = [line for line in text.split("\n") if _ROW_LINE.match(line)] if text is not None else []
@@ -114,7 +117,10 @@ class CompiledView:
                                       if rows and rows[0].startswith("## ") else None)
         return self._parsed[nav_file]
 
-    def read_document_row(self, nav_file: str, row: int) -> Card | None:
+    def read_document_rows(self, asked: list[tuple[str, int]]) -> list[Card | None]:
+        return [self._document_row(nav_file, row) for nav_file, row in asked]
+
+    def _document_row(self, nav_file: str, row: int) -> Card | None:
         rows = [line for line in self.nav_files.get(nav_file, "").split("\n") if _DOC_ROW.match(line)][:row][-1:]
         cards = parse_nav_file(f"{SECTION_DOCUMENTS}\n" + "\n".join(rows), nav_file).cards if rows else []
         return cards[0] if cards else None
@@ -139,7 +145,7 @@ class CompiledView:
 
     def leaf_cards(self) -> list[Card]:
         """Every card on a leaf's ``## Documents`` rows (what ranking embeds), in path order."""
-        return [c for path in sorted(self.nav_files) if (nav := self.read_rows(path)) is not None for c in nav.cards]
+        return [c for path in sorted(self.nav_files) if (nav := self._rows(path)) is not None for c in nav.cards]
 
 
 def nav_row_texts(view: CompiledView) -> Sequence[str]:

@@ -115,6 +115,9 @@ class Errors:
         return bool(self.lines or self.dropped)
 
 
+TRUNCATED = "[output truncated:"  # how the note that ends a reply cut to its cap begins
+
+
 class Output:
     """The reply being written, stream-fed line by line: at most ``cap`` bytes are kept, whole lines
     where one fits, and the total is counted for the truncation note."""
@@ -160,7 +163,7 @@ class Output:
         if b"\n" in cut:  # whole lines only, when there is at least one
             cut = cut[: cut.rindex(b"\n") + 1]
         shown = cut.decode(errors="ignore")  # never split a UTF-8 character
-        note = (f"[output truncated: showed {len(shown.encode()):,} of {self.total:,} bytes; "
+        note = (f"{TRUNCATED} showed {len(shown.encode()):,} of {self.total:,} bytes; "
                 "narrow with grep or page with head -n/tail -n]")
         return shown.rstrip("\n") + "\n" + note
 

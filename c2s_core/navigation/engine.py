@@ -5,23 +5,29 @@ sandboxed tools an LLM agent gets) and the compile's navigability probe
 through a :class:`TreeView`; the two views answer the same calls with the same data, so the
 probe predicts the navigator (a test holds them together).
 
-One question, in rounds (a :class:`Rounds` budget, as the agent's turns):
+One question, in rounds (a :class:`Rounds` budget, as the agent's turns; the calls of one
+round depend only on what earlier rounds returned, as an agent's parallel tool calls would):
 
 1. survey: per top-level skill and question term, how many lines of the nav files below it
    hold a word starting with the term (``grep -rih '\\<TERM' <skill> | wc -l``: lexical
-   evidence, one number per node), and the term-index lines of its words: which leaves, and
-   which rows in them, hold documents whose bodies or titles use them;
-2. descend: score the candidate nodes of this level by reciprocal rank fusion of embedding
-   similarity to the row (a skill's name and description; below, a group's name), BM25 on it,
-   grep evidence below the node (weighted most), entity-index hits (the navigator's) and the
-   best term-index row below it; open the best 3-5 (:func:`~.beam.beam_width`): an inner node
-   is listed (its children's names), a leaf's rows are read (its document cards); below the
-   first level the grep counts cover only the children of the nodes opened; repeat down to the
-   leaves, then read the best term-index rows of leaves the beam missed (:func:`~.beam.term_jump`);
+   evidence, one number per node), the skills' sub-folders (``ls``), and the term-index lines
+   of the question's words: which leaves, and which rows in them, hold documents whose bodies
+   or titles use them;
+2. descend, one round a level: score the candidate nodes by reciprocal rank fusion of
+   embedding similarity to the row (a skill's name and description; below, a group's name),
+   BM25 on it, grep evidence below the node (weighted most), entity-index hits (the
+   navigator's) and the best term-index row below it; open the best 3-5
+   (:func:`~.beam.beam_width`): a leaf's rows are read (its document cards); an inner node's
+   children, known from its listing, are counted and listed in the same round, ready for the
+   next level's choice. The round that reads the last leaves also reads the best term-index
+   rows of leaves the beam missed (:func:`~.beam.term_jump`);
 3. rank the cards of the opened leaves (plus ``@see`` stubs and example rows seen on the way)
    on card embedding, card BM25, their term-index rows and how closely their titles restate
    the question (:func:`~c2s_core.text.title_match`), read the best :attr:`Engine.fetch`
-   documents and re-rank on cards and document text together.
+   documents (one round) and re-rank on cards and document text together.
+
+A tree whose skills stand h levels above the documents takes h + 2 rounds: the survey, h - 1
+levels of choice, the leaves, the documents.
 
 What the engine leaves to a subclass (the navigator's extra fallbacks, which the probe does not
 model, so that it measures the tree rather than the agent's recoveries): entity-index hits
@@ -81,11 +87,13 @@ class TreeView(Protocol):
     def list_folders(self, folders: list[str]) -> dict[str, list[str]]:
         """Folder -> the names of its sub-folders, in name order; folders that cannot be listed are left out."""
 
-    def read_rows(self, nav_file: str) -> NavFile | None:
-        """A nav file's rows and section headings (no frontmatter or prose); None if it is not one."""
+    def read_rows(self, nav_files: list[str]) -> dict[str, NavFile]:
+        """Nav files' rows and section headings (no frontmatter or prose), read together; a path
+        that is not a nav file is left out."""
 
-    def read_document_row(self, nav_file: str, row: int) -> Card | None:
-        """The ``row``-th (1-based) row of a leaf's ``## Documents`` section."""
+    def read_document_rows(self, asked: list[tuple[str, int]]) -> list[Card | None]:
+        """For each (leaf nav file, row): the ``row``-th (1-based) row of its ``## Documents``
+        section (None where there is none), read together."""
 
     def term_lines(self, words: list[str]) -> dict[str, TermPostings]:
         """term_index.txt's body and title lines of ``words``, in file order (empty without the index)."""
@@ -151,10 +159,7 @@ class Ranking:
 class Engine:
     """One question's navigation over a :class:`TreeView` (see the module docstring).
     ``beam``: a fixed number of nodes opened per level instead of :func:`~.beam.beam_width`;
-    ``fetch``: documents read to re-rank on their text; ``reserve_search``: keep a round for
-    the search tool (a subclass that routes sets it)."""
-
-    reserve_search = False
+    ``fetch``: documents read to re-rank on their text, in one round."""
 
     def __init__(self, view: TreeView, embed: Embed, *, budget: Rounds | None = None, beam: int | None = None,
                  fetch: int = 10):
@@ -183,10 +188,13 @@ class Engine:
         self.qvec = self.embed([question])[0]
         self.budget.take()  # 1: survey
         self.grep_counts: dict[str, dict[str, int]] = {t: {} for t in self.qterms}
+        self.listing: dict[str, list[str]] = {}  # folder -> its sub-folders, where listed
         self._count(self.skills)
+        self._list(self.skills)
         self.idf = self._idf()
         self.entity_weights = self.entity_hits()
         self.body_hits = self._body_terms()
+        self.in_survey()
         leaves = self._descend()
         hits = self._route(leaves)
         cards = self._candidates(leaves, hits)
@@ -194,8 +202,8 @@ class Engine:
         return Ranking(leaves, cards, ranked, pages)
 
     def can_descend(self, rounds: int = 1) -> bool:
-        # Keep a round for reading documents, and one for the search tool when it may be asked.
-        return self.budget.left > rounds + self.reserve_search
+        """Are ``rounds`` more rounds of descent affordable? One is always kept for reading documents."""
+        return self.budget.left > rounds
 
     # -- what a subclass adds (the navigator's extra fallbacks) ----------------------------
 
@@ -203,8 +211,11 @@ class Engine:
         """Nav file -> weight of the entities the question names there (none by default)."""
         return {}
 
-    def after_first_level(self, opened: list[NavFile]) -> list[NavFile]:
-        """More nodes to open beside the first level's (none by default)."""
+    def in_survey(self) -> None:
+        """More calls made in the survey round, independent of its answers (none by default)."""
+
+    def after_first_level(self, chosen: list[Node]) -> list[Node]:
+        """More skills to open beside the first level's choice (none by default)."""
         return []
 
     def after_descent(self, leaves: list[NavFile], pending: list[Node]) -> list[NavFile]:
@@ -236,6 +247,14 @@ class Engine:
         for (word, path), n in zip(asked, self.view.grep_counts(list(asked)) if asked else []):
             self.grep_counts[word][path] = n
 
+    def _list(self, groups: list[Group]) -> None:
+        """List the folders of nodes not known to be leaves, in the round that counts them, so
+        that a node chosen next is opened knowing its children."""
+        folders = [posixpath.dirname(g.path) for g in groups if self.levels.get(g.path) != 1]
+        folders = [f for f in dict.fromkeys(folders) if f not in self.listing]
+        if folders:
+            self.listing.update(self.view.list_folders(folders))
+
     def _idf(self) -> dict[str, float]:
         """From the first level's counts: matching lines anywhere against the documents."""
         return {t: float(np.log(1.0 + self.documents / (1.0 + lines))) if lines else 0.0
@@ -263,14 +282,12 @@ class Engine:
     # -- descent ------------------------------------------------------------------------
 
     def _descend(self) -> list[NavFile]:
-        frontier = [Node(g, "") for g in self.skills]
+        frontier = [Node(g, "") for g in self.skills]  # counted and listed in the survey
         pending: list[Node] = []  # scored but not opened: where backtracking resumes
         leaves: list[NavFile] = []
+        self.jumped = False
         level = 0
-        while frontier and self.can_descend(2 if level else 1):
-            if level:  # one round of grep counts over the beam's branches
-                self.budget.take()
-                self._count([n.group for n in frontier], {n.group.path: n.parent for n in frontier})
+        while frontier and self.can_descend():
             self.score(frontier)
             frontier.sort(key=lambda n: -n.score)
             if not level:
@@ -279,76 +296,71 @@ class Engine:
             chosen, rest = frontier[:width], frontier[width:]
             best = frontier[0].score or 1.0
             pending += [Node(n.group, n.parent, n.score / best) for n in rest]
-            opened = self.open(chosen)
             if level == 0:
-                opened += self.after_first_level(opened)
-            frontier = []
-            seen = set(self.read)
-            for nav in opened:
-                if nav.is_leaf:
-                    leaves.append(nav)
-                    continue
-                for g in nav.groups + nav.see_groups:
-                    if g.path not in seen:
-                        seen.add(g.path)
-                        frontier.append(Node(g, nav.path))
+                chosen += self.after_first_level(chosen)
+            read, frontier = self.expand(chosen, leaves)
+            leaves += read
             level += 1
-        leaves += self._term_jump(leaves)
+        if not self.jumped:  # the descent stopped short of a round that read only leaves
+            leaves += self._term_jump(leaves)
         return leaves + self.after_descent(leaves, pending)
 
-    def _term_jump(self, reached: list[NavFile]) -> list[NavFile]:
-        """Read, in the leaves the descent missed whose term-index rows are as good as any it
-        reached (:func:`~.beam.term_jump`), the best :data:`~.beam.TERM_JUMP_ROWS` rows the
-        index names: it has said which rows, so the rest of the leaf is not read."""
-        better = term_jump(self.body_hits, (nav.path for nav in reached), self.read)
-        if not better or not self.can_descend() or not self.budget.take():
-            return []
-        opened = []
-        for path in better:
-            nav = NavFile(path=path, name=posixpath.basename(posixpath.dirname(path)))
-            for row in sorted(best_rows(self.term_rows, self.leaf_numbers[path], TERM_JUMP_ROWS)):
-                card = self.view.read_document_row(path, row)
-                if card is not None:
-                    nav.cards.append(card)
-                    self.row_numbers.setdefault(path, []).append(row)
-            if nav.cards:
-                opened.append(self.keep(nav, Node(Group(nav.name, path), "")))
-        if opened:
-            self.notes.append(f"term-index rows read in {len(opened)} leaf(s) the descent missed")
-        return opened
-
-    def open(self, nodes: list[Node]) -> list[NavFile]:
-        """Open nodes: one round lists their folders, and a node with sub-folders is known by
-        its children's names; a leaf's rows (its cards) are read in one more round. Reading
-        every inner node's rows costs ~3 KB a node and, next to the grep counts below each
-        child, changed few choices on development trees; the leaves' cards are what the answer
-        is ranked on."""
+    def expand(self, nodes: list[Node], reached: Sequence[NavFile] = (), *, jump: bool = True
+               ) -> tuple[list[NavFile], list[Node]]:
+        """Open nodes in one round: a leaf's rows are read; an inner node is known by its
+        children's names (listed in the round that counted it), and its children are counted and
+        their folders listed now, ready for the next level's choice. When no children follow
+        (the descent's last round), the term-index jump's rows (``jump``) are read in the same
+        round: which they are follows from the leaves chosen, not from what they hold.
+        Returns the leaves read and the children to choose from."""
         nodes = [n for n in dict((n.group.path, n) for n in nodes).values() if n.group.path not in self.read]
         if not nodes or not self.budget.take():
-            return []
-        # A node one step above the documents (its height known from its skill's) is read at
-        # once; any other is listed first, and read in one more round if it turns out a leaf.
-        leaves = [n for n in nodes if self.levels.get(n.group.path) == 1]
-        folders = {posixpath.dirname(n.group.path): n for n in nodes if n not in leaves}
-        listing = self.view.list_folders(list(folders)) if folders else {}
-        opened: list[NavFile] = []
-        for folder, node in folders.items():
-            if folder not in listing:
-                continue  # a missing or refused folder: nothing to open
-            if not listing[folder]:
-                leaves.append(node)
+            return [], []
+        leaves: list[Node] = []
+        children: list[Node] = []
+        for node in nodes:
+            folder = posixpath.dirname(node.group.path)
+            if self.levels.get(node.group.path) == 1 or self.listing.get(folder) == []:
+                leaves.append(node)  # one step above the documents, by its height or its listing
                 continue
+            if folder not in self.listing:
+                continue  # a missing or refused folder: nothing to open
             nav = NavFile(path=node.group.path, name=posixpath.basename(folder),
-                          groups=[Group(k, f"{folder}/{k}/INDEX.md", 0, k.replace("-", " ")) for k in listing[folder]])
-            opened.append(self.keep(nav, node))
+                          groups=[Group(k, f"{folder}/{k}/INDEX.md", 0, k.replace("-", " ")) for k in self.listing[folder]])
+            self.keep(nav, node)
             height = self.levels.get(node.group.path, 0)
             for g in nav.groups:
                 self.levels[g.path] = height - 1 if height > 1 else 0
-        if leaves and (not folders or self.budget.take()):
-            for node in leaves:
-                nav = self.view.read_rows(node.group.path)
-                if nav is not None:
-                    opened.append(self.keep(nav, node))
+                children.append(Node(g, nav.path))
+        if children:
+            self._count([c.group for c in children], {c.group.path: c.parent for c in children})
+            self._list([c.group for c in children])
+        found = self.view.read_rows([n.group.path for n in leaves]) if leaves else {}
+        read = [self.keep(found[n.group.path], n) for n in leaves if n.group.path in found]
+        self._number_leaves([nav.path for nav in read])
+        if jump and not children:
+            read += self._term_jump([*reached, *read], take=False)
+        return read, children
+
+    def _term_jump(self, reached: list[NavFile], take: bool = True) -> list[NavFile]:
+        """Read, in the leaves the descent missed whose term-index rows are as good as any it
+        reached (:func:`~.beam.term_jump`), the best :data:`~.beam.TERM_JUMP_ROWS` rows the
+        index names: it has said which rows, so the rest of the leaf is not read. ``take``: in
+        a round of its own (else in the round that read the last leaves)."""
+        self.jumped = True
+        better = term_jump(self.body_hits, (nav.path for nav in reached), self.read)
+        if not better or (take and (not self.can_descend() or not self.budget.take())):
+            return []
+        asked = [(path, row) for path in better
+                 for row in sorted(best_rows(self.term_rows, self.leaf_numbers[path], TERM_JUMP_ROWS))]
+        navs = {path: NavFile(path=path, name=posixpath.basename(posixpath.dirname(path))) for path in better}
+        for (path, row), card in zip(asked, self.view.read_document_rows(asked)):
+            if card is not None:
+                navs[path].cards.append(card)
+                self.row_numbers.setdefault(path, []).append(row)
+        opened = [self.keep(nav, Node(Group(nav.name, nav.path), "")) for nav in navs.values() if nav.cards]
+        if opened:
+            self.notes.append(f"term-index rows read in {len(opened)} leaf(s) the descent missed")
         return opened
 
     def keep(self, nav: NavFile, node: Node) -> NavFile:
@@ -452,8 +464,10 @@ class Engine:
         title = np.array([title_match(self.qterms, _terms(cards[d].title), self.idf) for d in ids])
         first = rrf(card_emb, card_lex, body, title, *([flat] if hits else []), k=RRF_K,
                     weights=[1.0, 1.0, BODY_CARD_WEIGHT, TITLE_WEIGHT, searched_weight][:4 + bool(hits)])
+        # At most ``fetch`` documents, read in one round: the search hits always read, then the best cards.
         order = [ids[i] for i in np.argsort(-first, kind="stable")[: self.fetch]]
-        order += [d for d in self.always_read(hits) if d not in order]
+        extra = [d for d in self.always_read(hits) if d not in order][: self.fetch]
+        order = order[: self.fetch - len(extra)] + extra
         pages: dict[str, DocumentPage] = {}
         for doc_id in order:
             page = self.view.read_document(doc_id)
@@ -480,15 +494,17 @@ class Engine:
         """Search hits read whatever their cards' rank (a subclass that routes says)."""
         return []
 
-    def _row_scores(self, ids: list[str]) -> np.ndarray:
-        """Per card of the leaves reached, the idf of the question's words its document uses,
-        from the term lines the survey read; the numbers of reached leaves it did not name are
-        looked up by folder name (unique in the tree)."""
-        names = sorted({posixpath.basename(posixpath.dirname(leaf)) for leaf, _ in self.rows.values()
-                        if leaf not in self.leaf_numbers})
+    def _number_leaves(self, paths: list[str]) -> None:
+        """The term-index numbers of leaves read that the survey did not name, looked up by
+        folder name (unique in the tree) in the round that reads them, for :meth:`_row_scores`."""
+        names = sorted({posixpath.basename(posixpath.dirname(p)) for p in paths if p not in self.leaf_numbers})
         if self.term_rows and names:
             found = self.view.leaves_named(names)
             self.leaf_numbers.update({nav: number for number, nav in found.items()})
+
+    def _row_scores(self, ids: list[str]) -> np.ndarray:
+        """Per card of the leaves reached, the idf of the question's words its document uses,
+        from the term lines the survey read."""
         return np.array([self.term_rows.get((self.leaf_numbers.get(self.rows[d][0], 0), self.rows[d][1]), 0.0)
                          if d in self.rows else 0.0 for d in ids])
 
