@@ -170,7 +170,7 @@ RECIPE: tuple[StageSpec, ...] = (
         reads=("documents", "doc_cards", *_EVERY_LEVEL), writes=("entities.parquet", "related.json"),
         resources=("workspace", "llm"), task="entities", cache_version="entities-1"),
     StageSpec(
-        "staged_tree", "publish", "publish:staged_tree", code_version="staged_tree-9",
+        "staged_tree", "publish", "publish:staged_tree", code_version="staged_tree-10",
         kinds=frozenset({"markdown"}), checks=STAGED_TREE_CHECKS,
         description=("The rendered forest (SKILL.md / INDEX.md), entity_index.json, term_index.txt, the document "
                      "store, the flat search index (stemmed BM25 and doc_embeddings' vectors) and manifest.json "

@@ -224,3 +224,30 @@ def test_same_inputs_give_a_byte_identical_tree(wixqa_tree, tmp_path):
     strip = lambda m: {k: v for k, v in m.items() if k not in ("stages", "source")} | {
         "stats": {k: v for k, v in m["stats"].items() if k not in ("llm_calls", "embeddings")}}
     assert strip(fresh.manifest) == strip(wixqa_tree.manifest)
+
+
+INDEX_IN_A_PROCESS = """
+import sys
+from pathlib import Path
+from c2s_core.search_index import SearchIndex
+files = sorted(Path(sys.argv[1]).rglob("*.md"))
+SearchIndex.build([{"doc_id": p.name, "title": p.stem, "path": "x"} for p in files],
+                  [p.read_text() for p in files]).save(sys.argv[2])
+"""
+
+
+def test_the_search_index_is_byte_identical_across_processes(tmp_path):
+    """Steps of one compile may run in different processes (Celery, Kubernetes), whose string
+    hashes differ: the index they write must not depend on them."""
+    import os
+    import subprocess
+    import sys
+
+    written = []
+    for seed in ("1", "2"):
+        target = tmp_path / seed
+        subprocess.run([sys.executable, "-c", INDEX_IN_A_PROCESS, str(SAMPLE_CORPUS), str(target)], check=True,
+                       env={**os.environ, "PYTHONHASHSEED": seed})
+        written.append({p.name: p.read_bytes() for p in sorted(target.iterdir())})
+    assert "vocab.index.json" in written[0]
+    assert written[0] == written[1]
