@@ -124,8 +124,9 @@ def sharded_stage_asset(spec: StageSpec, collect_compute, shard_compute) -> Asse
     shard_op = op(name=f"{spec.name}_shard", required_resource_keys=resources, pool=spec.pool,
                   retry_policy=LLM_RETRY if spec.task else None, out=Out(ShardReport),
                   description=f"{spec.name} for one shard's documents, through the per-item cache.")(run_shard)
+    # Collecting computes what a lost cache entry left missing, so it keeps the stage's retries too.
     collect_op = op(name=f"{spec.name}_collect", required_resource_keys=resources, pool=spec.pool,
-                    out=Out(Nothing),
+                    retry_policy=LLM_RETRY if spec.task else None, out=Out(Nothing),
                     description=f"Joins {spec.name}'s shards in document order and writes its artifact.")(collect)
 
     @config_mapping(config_schema=ShardConfig.to_config_schema())
