@@ -57,6 +57,18 @@ def _tokenize(texts: list[str], stemmer: str | None = STEMMER, **opts):
                           show_progress=False, **opts)
 
 
+def _stable_ids(tokenized):
+    """``tokenized`` with its vocabulary numbered in sorted order: bm25s numbers stems in the
+    order of a ``set``, which depends on the process's hash seed, so the same documents indexed
+    in two processes would give two different (equivalent) index files."""
+    import bm25s
+
+    order = sorted(tokenized.vocab)
+    renumber = {tokenized.vocab[token]: i for i, token in enumerate(order)}
+    return bm25s.tokenization.Tokenized(ids=[[renumber[i] for i in doc] for doc in tokenized.ids],
+                                        vocab={token: i for i, token in enumerate(order)})
+
+
 def _query_encoder(model: str):
     """What encodes a question for vectors made by ``model``: the process-wide embedder for the
     bundled encoder (loaded once, memoised), else that model loaded here."""
@@ -101,7 +113,7 @@ class SearchIndex:
         retriever = None
         if docs:
             retriever = bm25s.BM25()
-            retriever.index(_tokenize([f"{d['title']}\n{t}" for d, t in zip(docs, texts)], stemmer),
+            retriever.index(_stable_ids(_tokenize([f"{d['title']}\n{t}" for d, t in zip(docs, texts)], stemmer)),
                             show_progress=False)
         return cls(retriever, docs, stemmer=stemmer, vectors=None if vectors is None else np.asarray(vectors, np.float16),
                    model=model if vectors is not None else None)

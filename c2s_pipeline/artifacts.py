@@ -58,6 +58,10 @@ class CorpusArtifacts:
     def read_table(self, name: str) -> pl.DataFrame:
         return _read(self.root / name, pl.read_parquet)
 
+    def document_count(self) -> int:
+        """The corpus's accepted documents, from the Parquet footer (no text is read)."""
+        return _read(self.root / "documents.parquet", lambda path: pl.scan_parquet(path).select(pl.len()).collect().item())
+
     def write_matrix(self, name: str, matrix: np.ndarray) -> Path:
         path = self.path(name)
         np.save(path, matrix.astype(np.float32))

@@ -6,6 +6,10 @@ assets in-process and installs a listener that drives its progress bars.
 A listener's ``update(stage, done, total)`` may also take ``llm``: the LLM stages then pass
 their live counts (calls made / from cache / failed, dollars so far). Listeners written for
 the three-argument form keep working: they are simply not given it.
+
+A sharded stage (``doc_cards``, ``doc_embeddings``) runs as one step per shard; each shard's
+reports are summed into the stage's, counting up to the corpus's documents, so a listener sees
+one stage whichever steps do the work.
 """
 
 from __future__ import annotations
@@ -43,6 +47,30 @@ def _accepts_llm(update: Callable) -> bool:
     except (TypeError, ValueError):
         return False
     return any(p.name == "llm" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+
+
+# stage -> shard index -> (documents done, its LLM counts): the shards run in this process so far.
+_shards: dict[str, dict[int, tuple[int, LLMProgress | None]]] = {}
+
+
+def start_shards(stage: str, documents: int) -> None:
+    """A sharded stage begins: forget its shards of an earlier run."""
+    _shards[stage] = {}
+    reporter(stage)(0, documents)
+
+
+def shard_reporter(stage: str, shard: int, documents: int) -> Callable[..., None]:
+    """Progress of one shard of ``stage``, reported as the stage's: what its shards have done,
+    of all ``documents`` (a shard's own total is ignored; a retried shard counts once)."""
+    def report(done: int, total: int, llm: LLMProgress | None = None) -> None:
+        shards = _shards.setdefault(stage, {})
+        shards[shard] = (done, llm)
+        counts = [c for _, c in shards.values() if c is not None]
+        summed = LLMProgress(*(sum(getattr(c, f) for c in counts) for f in ("made", "cached", "failed", "cost_usd"))
+                             ) if counts else None
+        reporter(stage)(sum(d for d, _ in shards.values()), documents, summed)
+
+    return report
 
 
 def reporter(stage: str) -> Callable[..., None]:

@@ -54,6 +54,10 @@ class StageSpec:
     checks: tuple[Check, ...] = ()
     kinds: frozenset[str] = field(default_factory=frozenset)
     run_switches: bool = False  # takes the compile's run config (CompileConfig: full rebuild)
+    # "module:function" doing the stage's work for one shard of the documents: the stage then runs
+    # as one step per shard and a last step, ``compute``, that writes its artifact from the item
+    # cache (c2s_pipeline/assets/_shards.py).
+    shard: str | None = None
 
     @property
     def pool(self) -> str | None:
@@ -156,12 +160,13 @@ RECIPE: tuple[StageSpec, ...] = (
         description=("One summary card per document: title, one-line description, ≤4 key phrases, ≤6 identifiers; "
                      "it is embedded with the text and becomes the document's row in INDEX.md."),
         reads=("documents",), writes=("cards.parquet",), resources=("workspace", "llm"),
-        task="card", cache_version="doc_cards-2"),
+        task="card", cache_version="doc_cards-2", shard="corpus:doc_cards_shard"),
     StageSpec(
         "doc_embeddings", "ingest", "corpus:doc_embeddings", code_version="doc_embeddings-2",
         kinds=frozenset({"numpy"}),
         description="Each document's card + truncated text embedded and L2-normalised (rows in document order).",
-        reads=("documents", "doc_cards"), writes=("doc_vectors.npy",), resources=("workspace", "encoder")),
+        reads=("documents", "doc_cards"), writes=("doc_vectors.npy",), resources=("workspace", "encoder"),
+        shard="corpus:doc_embeddings_shard"),
     *(row for level in LEVELS for row in _level_rows(level)),
     StageSpec(
         "entities", "publish", "publish:entities", code_version="entities-2",
@@ -170,7 +175,7 @@ RECIPE: tuple[StageSpec, ...] = (
         reads=("documents", "doc_cards", *_EVERY_LEVEL), writes=("entities.parquet", "related.json"),
         resources=("workspace", "llm"), task="entities", cache_version="entities-1"),
     StageSpec(
-        "staged_tree", "publish", "publish:staged_tree", code_version="staged_tree-9",
+        "staged_tree", "publish", "publish:staged_tree", code_version="staged_tree-10",
         kinds=frozenset({"markdown"}), checks=STAGED_TREE_CHECKS,
         description=("The rendered forest (SKILL.md / INDEX.md), entity_index.json, term_index.txt, the document "
                      "store, the flat search index (stemmed BM25 and doc_embeddings' vectors) and manifest.json "

@@ -217,10 +217,97 @@ def _tree_bytes(out: Path) -> dict[str, bytes]:
             if p.is_file() and p.name != "manifest.json"}
 
 
+def comparable_manifest(manifest: dict) -> dict:
+    """A manifest less what differs between two compiles of the same inputs: stage timings and
+    call counts (a warm cache answers what a cold one computes) and where the source was."""
+    return {k: v for k, v in manifest.items() if k not in ("stages", "source")} | {
+        "stats": {k: v for k, v in manifest["stats"].items() if k not in ("llm_calls", "embeddings")}}
+
+
+def assert_same_tree(out: Path, manifest: dict, reference: Path, reference_manifest: dict) -> None:
+    assert _tree_bytes(out) == _tree_bytes(reference)
+    assert comparable_manifest(manifest) == comparable_manifest(reference_manifest)
+
+
 def test_same_inputs_give_a_byte_identical_tree(wixqa_tree, tmp_path):
     """A fresh home (no cache shared) compiles the same corpus to the same bytes."""
     fresh = compile_into(tmp_path / "home", "wixqa", WIXQA / "corpus.jsonl")
-    assert _tree_bytes(fresh.out) == _tree_bytes(wixqa_tree.out)
-    strip = lambda m: {k: v for k, v in m.items() if k not in ("stages", "source")} | {
-        "stats": {k: v for k, v in m["stats"].items() if k not in ("llm_calls", "embeddings")}}
-    assert strip(fresh.manifest) == strip(wixqa_tree.manifest)
+    assert_same_tree(fresh.out, fresh.manifest, wixqa_tree.out, wixqa_tree.manifest)
+
+
+class StageProgress:
+    """A progress listener keeping every report of one stage."""
+
+    def __init__(self, stage: str):
+        self.stage, self.reports = stage, []
+
+    def update(self, stage, done, total, llm=None):
+        if stage == self.stage:
+            self.reports.append((done, total, llm))
+
+
+def test_a_sharded_compile_gives_the_same_tree(sample_tree, tmp_path, monkeypatch):
+    """doc_cards and doc_embeddings run as shard steps of 40 documents in a fresh home: the tree
+    is the one-shard compile's, byte for byte, and the stage reports progress as one stage."""
+    from dagster import DagsterEventType, DagsterInstance
+
+    from c2s_pipeline import progress
+    from c2s_pipeline.compiler import compile_corpus
+    from c2s_pipeline.workspace import CorpusSpec, Workspace
+
+    monkeypatch.setenv("C2S_SHARD_SIZE", "40")
+    instance, home = DagsterInstance.ephemeral(), tmp_path / "home"
+    cards = StageProgress("doc_cards")
+    progress.set_listener(cards)
+    try:
+        manifest = compile_corpus(CorpusSpec(name="sample", source=str(SAMPLE_CORPUS), out=str(home / "out")),
+                                  Workspace(home), instance=instance)
+    finally:
+        progress.set_listener(None)
+
+    documents = manifest["stats"]["documents"]["accepted"]
+    shards = math.ceil(documents / 40)
+    assert shards == 5
+    run, = instance.get_runs()
+    steps = {e.step_key for e in instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_SUCCESS)}
+    for stage in ("doc_cards", "doc_embeddings"):
+        assert {s for s in steps if s.startswith(f"{stage}.")} == {
+            f"{stage}.{stage}_shards", f"{stage}.{stage}_collect",
+            *(f"{stage}.{stage}_shard[{i:04d}]" for i in range(shards))}
+    # Every item computed once, by the shards; collecting read them back without counting them again.
+    assert manifest["stages"]["doc_cards"]["llm_calls"] == {"made": documents, "cached": 0}
+    assert manifest["stages"]["doc_embeddings"]["embeddings"] == {"computed": documents, "cached": 0}
+    assert_same_tree(home / "out", manifest, sample_tree.out, sample_tree.manifest)
+
+    # One stage's progress, counting up to the corpus's documents across its five steps.
+    done = [d for d, _, _ in cards.reports]
+    assert {t for _, t, _ in cards.reports} == {documents}
+    assert done == sorted(done) and done[0] == 0 and done[-1] == documents
+    assert cards.reports[-1][2].made == documents
+
+
+INDEX_IN_A_PROCESS = """
+import sys
+from pathlib import Path
+from c2s_core.search_index import SearchIndex
+files = sorted(Path(sys.argv[1]).rglob("*.md"))
+SearchIndex.build([{"doc_id": p.name, "title": p.stem, "path": "x"} for p in files],
+                  [p.read_text() for p in files]).save(sys.argv[2])
+"""
+
+
+def test_the_search_index_is_byte_identical_across_processes(tmp_path):
+    """Steps of one compile may run in different processes (Celery, Kubernetes), whose string
+    hashes differ: the index they write must not depend on them."""
+    import os
+    import subprocess
+    import sys
+
+    written = []
+    for seed in ("1", "2"):
+        target = tmp_path / seed
+        subprocess.run([sys.executable, "-c", INDEX_IN_A_PROCESS, str(SAMPLE_CORPUS), str(target)], check=True,
+                       env={**os.environ, "PYTHONHASHSEED": seed})
+        written.append({p.name: p.read_bytes() for p in sorted(target.iterdir())})
+    assert "vocab.index.json" in written[0]
+    assert written[0] == written[1]

@@ -256,17 +256,17 @@ def test_an_item_failing_for_good_fails_its_step_once_and_a_rerun_resumes(tmp_pa
 
 
 class Outage:
-    """Serves ``model``, except that once ``after`` summaries were answered the next ``failures``
-    summary requests get a 500: more than the client's HTTP attempts, so the step fails and the
-    stage's RetryPolicy takes over. Records every answered summary prompt."""
+    """Serves ``model``, except that once ``after`` prompts of ``task`` were answered the next
+    ``failures`` of them get a 500: more than the client's HTTP attempts, so the step fails and
+    the stage's RetryPolicy takes over. Records every answered prompt of ``task``."""
 
-    def __init__(self, model: CompileModel, after: int, failures: int):
-        self.model, self.after, self.left = model, after, failures
+    def __init__(self, model: CompileModel, after: int, failures: int, task: str = "summary"):
+        self.model, self.after, self.left, self.task = model, after, failures, task
         self.answered: list[str] = []
         self.failed = 0
 
     def __call__(self, request):
-        if task_of(request) == "summary":
+        if task_of(request) == self.task:
             if len(self.answered) >= self.after and self.left:
                 self.left -= 1
                 self.failed += 1
@@ -298,6 +298,34 @@ def test_a_summary_stage_failing_midway_is_retried_and_redoes_only_the_missing_i
     clusters = set(art.read_table(art.level(1, "clusters.parquet"))["node_id"])
     assert {a.item for a in outage.model.valid("summary")} >= clusters
     assert manifest["stages"]["summaries_l1"]["llm_calls"]["cached"] >= 1
+
+
+def test_a_failed_shard_is_retried_alone_and_redoes_only_its_missing_items(tmp_path, server, corpus30, monkeypatch):
+    """doc_cards in shards of 10: the card API fails for good halfway through a shard; that
+    shard step alone is retried, and no document's card is asked for twice."""
+    from dagster import DagsterEventType
+
+    from c2s_core.llm.clients import RetryPolicy
+
+    monkeypatch.setenv("C2S_SHARD_SIZE", "10")
+    outage = Outage(CompileModel(), after=15, failures=RetryPolicy().max_attempts, task="card")
+    server.handler = outage
+    home = tmp_path / "home"
+    manifest = compile_with(server, home, corpus30, concurrency=1)
+
+    assert outage.failed == RetryPolicy().max_attempts
+    instance = instance_for(home)
+    run = instance.get_runs(limit=1)[0]
+    retried = [e.step_key for e in instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_UP_FOR_RETRY)]
+    assert len(retried) == 1 and re.fullmatch(r"doc_cards\.doc_cards_shard\[000[0-2]\]", retried[0]), retried
+    assert run.is_success and len(manifest["doc_paths"]) == 30
+    # Every document's card prompt reached the server once: the retried shard took the items it
+    # had finished before the failure from the cache (the stage counts the calls of the attempts
+    # that succeeded, as an unsharded stage does).
+    assert len(outage.answered) == len(set(outage.answered)) == 30
+    finished_before = 15 - 10 * int(retried[0][-5:-1])
+    assert finished_before > 0
+    assert manifest["stages"]["doc_cards"]["llm_calls"] == {"made": 30 - finished_before, "cached": finished_before}
 
 
 # -- verify-and-repartition judges every cluster -------------------------------------------------

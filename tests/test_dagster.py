@@ -50,6 +50,42 @@ def test_the_recipe_is_the_graph():
     job = defs.resolve_job_def("compile_corpus")
     assert job.graph.node_named("clusters_l1").definition.config_schema is not None
 
+    # A sharded row is one asset backed by a graph: a step planning the shards, a step per shard
+    # (retried, and pooled, when the stage calls the LLM) and a step collecting them.
+    assert [spec.name for spec in RECIPE if spec.shard] == ["doc_cards", "doc_embeddings"]
+    for spec in (s for s in RECIPE if s.shard):
+        ops = {n.name: n.definition for n in job.graph.node_named(spec.name).definition.nodes}
+        assert set(ops) == {f"{spec.name}_shards", f"{spec.name}_shard", f"{spec.name}_collect"}
+        assert ops[f"{spec.name}_shards"].output_defs[0].is_dynamic
+        shard = ops[f"{spec.name}_shard"]
+        assert (shard.retry_policy is not None, shard.pool) == ((True, "llm") if spec.task else (False, None))
+
+
+def test_shard_size_is_run_config_or_environment(monkeypatch):
+    from dagster import DagsterInvalidConfigError, Failure, validate_run_config
+    from dagster._core.system_config.objects import ResolvedRunConfig
+
+    from c2s_pipeline.assets._shards import DEFAULT_SHARD_SIZE, ShardConfig, plan_shards, shard_size
+
+    # The stage's config reaches its planning op.
+    job = defs.resolve_job_def("compile_corpus")
+    resolved = ResolvedRunConfig.build(job, {"ops": {"doc_embeddings": {"config": {"documents_per_shard": 7}}}})
+    assert resolved.ops["doc_embeddings.doc_embeddings_shards"].config == {"documents_per_shard": 7}
+    assert resolved.ops["doc_cards.doc_cards_shards"].config == {"documents_per_shard": None}
+    with pytest.raises(DagsterInvalidConfigError):
+        validate_run_config(job, {"ops": {"doc_cards": {"config": {"documents_per_shard": "many"}}}})
+    monkeypatch.delenv("C2S_SHARD_SIZE", raising=False)
+    assert shard_size(ShardConfig()) == DEFAULT_SHARD_SIZE == 2000
+    monkeypatch.setenv("C2S_SHARD_SIZE", "250")
+    assert (shard_size(ShardConfig()), shard_size(ShardConfig(documents_per_shard=7))) == (250, 7)
+    for bad, origin in [("many", "$C2S_SHARD_SIZE='many'"), ("0", "$C2S_SHARD_SIZE='0'")]:
+        monkeypatch.setenv("C2S_SHARD_SIZE", bad)
+        with pytest.raises(Failure) as error:
+            shard_size(ShardConfig())
+        assert error.value.description == f"{origin} is not a shard size: give a whole number of documents, 1 or more"
+    assert [(s.start, s.stop) for s in plan_shards(5, 2)] == [(0, 2), (2, 4), (4, 5)]
+    assert [(s.start, s.stop) for s in plan_shards(4, 2000)] == [(0, 4)]
+
 
 @pytest.fixture
 def failed_check(sample_tree, tmp_path, monkeypatch):

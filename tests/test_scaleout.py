@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -17,11 +18,13 @@ import pytest
 import yaml
 from dagster import DagsterEventType, DagsterInstance, DagsterRun, RunsFilter, validate_run_config
 
+from c2s_core.cache import ItemCache
 from c2s_pipeline.definitions import compile_job_def
 from c2s_pipeline.executors import CHOICES, ExecutorChoiceError, compile_executor
 from c2s_core.layout import MANIFEST_FILE
 
-from .conftest import ROOT
+from .conftest import ROOT, SAMPLE_CORPUS
+from .test_compile import assert_same_tree
 from .test_dagster import graphql
 from .postgres import shared_server, write_instance_config
 
@@ -154,22 +157,23 @@ def test_k8s_examples_match_dagster_k8s(tmp_path, monkeypatch):
     dagster_instance_config(str(tmp_path))
 
     # The executor's run config validates against the compile job built with C2S_EXECUTOR=k8s,
-    # and names real steps.
+    # and names real ops (the executor matches a step's op by its own name, inside a graph too):
+    # the shard steps of doc_embeddings, which run the encoder, get the larger pods.
     monkeypatch.setenv("C2S_EXECUTOR", "k8s")
     job = compile_job_def()
     run_config = yaml.safe_load((K8S / "run_config.yaml").read_text())
     validate_run_config(job, run_config)
-    assert set(run_config["execution"]["config"]["per_step_k8s_config"]) <= {n.name for n in job.nodes}
+    per_step = run_config["execution"]["config"]["per_step_k8s_config"]
+    ops = {handle.name for handle in job.graph.iterate_node_handles()}
+    assert "doc_embeddings_shard" in per_step and set(per_step) <= ops
 
 
-def make_corpus(folder: Path, n: int = 30) -> Path:
-    folder.mkdir(parents=True)
-    topics = ["refund", "invoice", "domain", "calendar", "password", "payout"]
-    for i in range(n):
-        topic = topics[i % len(topics)]
-        (folder / f"{topic}-{i}.md").write_text(
-            f"# {topic.title()} question {i}\n\nHow the {topic} feature works, case {i}: "
-            f"open the {topic} settings, choose option {i % 4}, and save.")
+def sample_subset(folder: Path, every: int = 4, n: int = 40) -> Path:
+    """``n`` documents of the bundled sample corpus, every ``every``-th, in their own folders."""
+    for path in sorted(SAMPLE_CORPUS.rglob("*.md"))[::every][:n]:
+        target = folder / path.relative_to(SAMPLE_CORPUS)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(path.read_bytes())
     return folder
 
 
@@ -226,8 +230,12 @@ DAEMONS = "{ instance { daemonHealth { allDaemonStatuses { daemonType required h
 
 @pytest.mark.timeout(420)
 def test_celery_compile_on_a_shared_postgres_instance(tmp_path):
-    """One Postgres instance; a Celery worker runs the compile's steps, the webserver shows the
-    run, the daemon's heartbeats arrive over GraphQL."""
+    """One Postgres instance; two Celery workers run the compile's steps, the shards of its
+    per-document stages spread over both, and the tree is the one an in-process compile makes;
+    the webserver shows the run, the daemon's heartbeats arrive over GraphQL."""
+    from c2s_pipeline.compiler import compile_corpus
+    from c2s_pipeline.workspace import CorpusSpec, Workspace
+
     home = tmp_path / "home"
     write_instance_config(home, shared_server().create_database("c2s_scaleout"))
     broker, results = tmp_path / "broker", tmp_path / "results"
@@ -245,28 +253,35 @@ def test_celery_compile_on_a_shared_postgres_instance(tmp_path):
                                          "control_folder": str(broker / "control"),
                                          "polling_interval": 0.2},
             "broker_connection_retry_on_startup": True,
+            "worker_prefetch_multiplier": 1,  # a worker takes a step when it is free to run it
         }}}}))
-    # Every process of the deployment gets the same settings: the CLI, the worker, webserver, daemon.
+    # Every process of the deployment gets the same settings: the CLI, the workers, webserver,
+    # daemon. 40 documents in shards of 14: three shard steps per sharded stage. Two workers
+    # share two cores here, so the encoder takes one thread in each.
     env = {**os.environ, "DAGSTER_HOME": str(home), "C2S_EXECUTOR": "celery", "C2S_CELERY_CONFIG": str(celery_config),
-           "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "HF_HUB_OFFLINE": "1"}
-    pidfile = tmp_path / "worker.pid"
+           "C2S_SHARD_SIZE": "14", "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "HF_HUB_OFFLINE": "1",
+           "OMP_NUM_THREADS": "1"}
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     services: list[Service] = []
     try:
-        worker = Service("worker", [BIN / "dagster-celery", "worker", "start", "-A", "dagster_celery.app",
-                                    "-y", celery_config, "-n", "c2s-test", "--", "--pool=solo", f"--pidfile={pidfile}"],
-                         env, tmp_path)
-        services.append(worker)
+        workers = {}
+        for name in ("c2s-a", "c2s-b"):
+            pidfile = tmp_path / f"{name}.pid"
+            workers[name] = (Service(name, [BIN / "dagster-celery", "worker", "start", "-A", "dagster_celery.app",
+                                            "-y", celery_config, "-n", name, "--", "--pool=solo",
+                                            f"--pidfile={pidfile}"], env, tmp_path), pidfile)
+            services.append(workers[name][0])
         webserver = Service("webserver", [sys.executable, "-m", "dagster_webserver", "-w", ROOT / "workspace.yaml",
                                           "-h", "127.0.0.1", "-p", port], env, tmp_path)
         services.append(webserver)
 
-        corpus = make_corpus(tmp_path / "corpus")
-        worker.wait_for(lambda: " ready." in worker.log(), "celery worker ready", 120)
-        worker_pid = int(pidfile.read_text())
+        corpus = sample_subset(tmp_path / "corpus")
+        for worker, _ in workers.values():
+            worker.wait_for(lambda: " ready." in worker.log(), f"celery worker {worker.name} ready", 120)
+        worker_pids = {int(pidfile.read_text()): name for name, (_, pidfile) in workers.items()}
 
-        # `c2s compile` as a user runs it, its steps going to the worker.
+        # `c2s compile` as a user runs it, its steps going to the workers.
         compiler = subprocess.Popen([BIN / "c2s", "compile", str(corpus), "--corpus", "scaleout", "--out",
                                      str(tmp_path / "tree"), "--json"], env=env, cwd=tmp_path,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -283,24 +298,46 @@ def test_celery_compile_on_a_shared_postgres_instance(tmp_path):
                 _, errors = compiler.communicate(timeout=300)
             except subprocess.TimeoutExpired:
                 compiler.kill()
-                pytest.fail(f"the compile did not finish within 300 s:\n{worker.log()[-3000:]}")
-            assert compiler.returncode == 0, errors[-3000:] + worker.log()[-3000:]
+                pytest.fail(f"the compile did not finish within 300 s:\n"
+                            + "".join(w.log()[-2000:] for w, _ in workers.values()))
+            assert compiler.returncode == 0, errors[-3000:] + "".join(w.log()[-2000:] for w, _ in workers.values())
             result, = instance.get_runs(RunsFilter(tags={"c2s/corpus": "scaleout"}))
             assert result.is_success
 
-            # Every step ran in the worker's process, not in the compile's.
+            # Every step ran in a worker's process, not in the compile's.
             logs = instance.all_logs(result.run_id)
             started = {e.step_key: e.dagster_event.pid for e in logs if e.dagster_event_type == DagsterEventType.STEP_START}
             assert "documents" in started and "skill_tree" in started
-            assert set(started.values()) == {worker_pid} != {compiler.pid}
-            delegated = [e for e in logs if e.dagster_event_type == DagsterEventType.ENGINE_EVENT
-                         and "in celery worker" in (e.message or "")]
-            assert {e.step_key for e in delegated} == set(started)
-            assert all(e.dagster_event.engine_event_data.metadata["Celery worker"].value.startswith("c2s-test@")
-                       for e in delegated)
+            assert set(started.values()) <= set(worker_pids) and compiler.pid not in started.values()
+            delegated = {e.step_key: e.dagster_event.engine_event_data.metadata["Celery worker"].value
+                         for e in logs if e.dagster_event_type == DagsterEventType.ENGINE_EVENT
+                         and "in celery worker" in (e.message or "")}
+            assert set(delegated) == set(started)
+            # Each sharded stage ran as three shard steps, and the two workers shared them.
+            shards = sorted(key for key in started if "_shard[" in key)
+            assert shards == [f"{stage}.{stage}_shard[{i:04d}]" for stage in ("doc_cards", "doc_embeddings")
+                              for i in range(3)]
+            ran_by = {key: worker_pids[started[key]] for key in shards}
+            assert all(delegated[key].startswith(f"{ran_by[key]}@") for key in shards)
+            assert set(ran_by.values()) == {"c2s-a", "c2s-b"}, ran_by
         manifest = json.loads((tmp_path / "tree" / MANIFEST_FILE).read_text())
-        assert len(manifest["doc_paths"]) == 30
-        assert list((tmp_path / "tree" / "skills").glob("*/SKILL.md"))
+        assert len(manifest["doc_paths"]) == 40
+        assert manifest["stages"]["doc_embeddings"]["embeddings"] == {"computed": 40, "cached": 0}
+
+        # The same corpus compiled in this process, in one shard, into a home of its own, gives the
+        # same tree. It takes the workers' embeddings (encoding again would double this test's
+        # time, and a hash seed does not reach the encoder's arithmetic) and computes the rest.
+        reference_home = tmp_path / "reference-home"
+        ItemCache(reference_home / "cache.sqlite").close()  # an empty cache, in the cache's own schema
+        with sqlite3.connect(reference_home / "cache.sqlite") as cache:
+            cache.execute("ATTACH ? AS workers", (str(home / "cache.sqlite"),))
+            copied = cache.execute("INSERT INTO items SELECT * FROM workers.items WHERE namespace LIKE 'embedding:%'")
+            assert copied.rowcount > 40
+        reference = compile_corpus(CorpusSpec(name="scaleout", source=str(corpus), out=str(tmp_path / "reference")),
+                                   Workspace(reference_home), instance=DagsterInstance.ephemeral())
+        assert reference["stages"]["doc_cards"]["llm_calls"] == {"made": 40, "cached": 0}
+        assert reference["stages"]["doc_embeddings"]["embeddings"] == {"computed": 0, "cached": 40}
+        assert_same_tree(tmp_path / "tree", manifest, tmp_path / "reference", reference)
 
         # The webserver, on the same instance, shows that run and its steps.
         webserver.wait_for(lambda: httpx.get(f"{url}/server_info", timeout=2).status_code == 200,

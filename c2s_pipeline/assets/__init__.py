@@ -1,5 +1,6 @@
 """The compile stages as Dagster assets, partitioned by corpus: one asset per row of the recipe
-(``c2s_pipeline/recipe.py``), each depending on the stage before it."""
+(``c2s_pipeline/recipe.py``), each depending on the stage before it; a sharded row's asset is a
+graph of shard steps (``_shards.py``)."""
 
 import importlib
 import inspect
@@ -8,6 +9,7 @@ from dagster import AssetCheckSpec, AssetExecutionContext, AssetKey, AssetsDefin
 
 from ..partitions import corpus_partitions
 from ..recipe import RECIPE, StageSpec, upstream_of
+from ._shards import sharded_stage_asset
 from ._stage import LLM_RETRY, Stage, stops_on_interrupt
 
 
@@ -18,18 +20,22 @@ class CompileConfig(Config):
     full: bool = False  # rebuild from scratch instead of updating the published tree
 
 
-def compute_of(spec: StageSpec):
-    """The function a recipe row names (``module:function`` under this package)."""
-    module, _, function = spec.compute.partition(":")
+def compute_of(spec: StageSpec, name: str | None = None):
+    """The function a recipe row names (``module:function`` under this package): its ``compute``,
+    or ``name`` (its ``shard``)."""
+    named = name or spec.compute
+    module, _, function = named.partition(":")
     try:
         return getattr(importlib.import_module(f"{__name__}.{module}"), function)
     except (ImportError, AttributeError) as exc:
-        raise LookupError(f"stage {spec.name}: no compute function {spec.compute!r} in c2s_pipeline.assets "
+        raise LookupError(f"stage {spec.name}: no compute function {named!r} in c2s_pipeline.assets "
                           f"({exc})") from exc
 
 
 def stage_asset(spec: StageSpec) -> AssetsDefinition:
     compute = compute_of(spec)
+    if spec.shard:
+        return sharded_stage_asset(spec, compute, compute_of(spec, spec.shard))
     before = upstream_of(spec.name)
 
     def run(context: AssetExecutionContext):

@@ -31,9 +31,10 @@ from c2s_core.llm.base import (
     CompileTaskError,
     TaskRunner,
     usage_delta,
+    usage_sum,
     usage_totals,
 )
-from ..progress import LLMProgress, reporter
+from ..progress import LLMProgress, reporter, shard_reporter
 from ..resources import LLMResource, WorkspaceResource
 from ..workspace import CorpusSpec
 from c2s_core.text import sha256_hex
@@ -82,12 +83,40 @@ class StageRunner(TaskRunner):
                                       "cached)", metadata={SELF_DESCRIBED: True}, allow_retries=False) from exc
 
 
+@dataclass(frozen=True)
+class Shard:
+    """The documents ``[start, stop)`` one step of a sharded stage works on."""
+
+    index: int
+    start: int
+    stop: int
+    documents: int  # in the whole corpus: what the stage's progress counts up to
+
+    def rows(self, frame):
+        """This shard's rows of a table in document order."""
+        return frame.slice(self.start, self.stop - self.start)
+
+
+@dataclass(frozen=True)
+class ShardReport:
+    """What one shard step did (its results are in the item cache): the collecting step adds
+    these up into the stage's counts."""
+
+    shard: Shard
+    seconds: float
+    llm_calls: dict[str, int]
+    embeddings: dict[str, int]
+    llm_usage: dict | None
+
+
 @dataclass
 class Stage:
     spec: StageSpec
     context: AssetExecutionContext
     workspace: WorkspaceResource
     started: float = field(default_factory=time.perf_counter)
+    shard: Shard | None = None  # the documents of this step, in a shard step of a sharded stage
+    shard_reports: list[ShardReport] | None = None  # in the step that collects a sharded stage
     llm_calls: CallStats = field(default_factory=CallStats)
     embeddings: EmbedStats = field(default_factory=EmbedStats)
     _provider: CompileProvider | None = field(default=None, init=False, repr=False)
@@ -135,9 +164,33 @@ class Stage:
     def progress(self, done: int, total: int) -> None:
         llm = None
         if self._provider is not None:
-            llm = LLMProgress(self.llm_calls.made, self.llm_calls.cached, self.llm_calls.failed,
-                              self.llm_usage["cost_usd"])
-        reporter(self.name)(done, total, llm)
+            calls, usage = self._totals()[:2]
+            llm = LLMProgress(calls.made, calls.cached, self.llm_calls.failed, usage["cost_usd"])
+        report = shard_reporter(self.name, self.shard.index, self.shard.documents) if self.shard else reporter(self.name)
+        report(done, total, llm)
+
+    def shard_report(self) -> ShardReport:
+        """What this shard step did, for the step that collects the stage."""
+        seconds = time.perf_counter() - self.started
+        self.context.log.info(f"{self.name} shard {self.shard.index} (documents {self.shard.start}-"
+                              f"{self.shard.stop - 1}): {seconds:.2f}s, llm {self.llm_calls.as_dict()}, "
+                              f"embeddings {self.embeddings.as_dict()}")
+        return ShardReport(self.shard, seconds, self.llm_calls.as_dict(), self.embeddings.as_dict(), self.llm_usage)
+
+    def _totals(self) -> tuple[CallStats, dict | None, EmbedStats, float]:
+        """The stage's calls, usage, embeddings and start: this step's own, or, in the step that
+        collects a sharded stage, its shards' (the collecting step reads their results back from
+        the item cache, so its own cache hits are not counted again) plus anything it computed."""
+        reports = self.shard_reports
+        if reports is None:
+            return self.llm_calls, self.llm_usage, self.embeddings, self.started
+        calls = CallStats(made=self.llm_calls.made + sum(r.llm_calls["made"] for r in reports),
+                          cached=sum(r.llm_calls["cached"] for r in reports))
+        embeddings = EmbedStats(computed=self.embeddings.computed + sum(r.embeddings["computed"] for r in reports),
+                                cached=sum(r.embeddings["cached"] for r in reports))
+        usages = [u for u in (self.llm_usage, *(r.llm_usage for r in reports)) if u is not None]
+        # Its seconds are the shards' work plus its own (shards may have run side by side).
+        return calls, usage_sum(*usages) if usages else None, embeddings, self.started - sum(r.seconds for r in reports)
 
     def done(self, output_version: str, metadata: dict | None = None, **extra) -> MaterializeResult:
         """Record the stage and hand Dagster its metadata and data version: the hash of its output
@@ -146,22 +199,23 @@ class Stage:
         before = upstream_of(self.name)
         data_version = sha256_hex(output_version, self.artifacts.recorded_version(before) if before else "")[:24]
         self.artifacts.record_version(self.name, data_version)
-        usage = self.llm_usage
+        calls, usage, embeddings, started = self._totals()
         stats = self.artifacts.record_stage(
-            self.name, self.started, llm_calls=self.llm_calls.as_dict(), embeddings=self.embeddings.as_dict(),
+            self.name, started, llm_calls=calls.as_dict(), embeddings=embeddings.as_dict(),
             **({"llm_usage": usage} if usage is not None else {}),
         )
         meta = {
             "seconds": MetadataValue.float(stats["seconds"]),
-            "llm_calls_made": self.llm_calls.made,
-            "llm_calls_cached": self.llm_calls.cached,
-            "embeddings_computed": self.embeddings.computed,
-            "embeddings_cached": self.embeddings.cached,
+            "llm_calls_made": calls.made,
+            "llm_calls_cached": calls.cached,
+            "embeddings_computed": embeddings.computed,
+            "embeddings_cached": embeddings.cached,
+            **({"shards": len(self.shard_reports)} if self.shard_reports is not None else {}),
             **(usage_metadata(usage) if usage is not None else {}),
             **(metadata or {}),
         }
-        self.context.log.info(f"{self.name}: {stats['seconds']:.2f}s, llm {self.llm_calls.as_dict()}, "
-                              f"embeddings {self.embeddings.as_dict()}"
+        self.context.log.info(f"{self.name}: {stats['seconds']:.2f}s, llm {calls.as_dict()}, "
+                              f"embeddings {embeddings.as_dict()}"
                               + (f", ${usage['cost_usd']:.4f}" if usage else ""))
         return MaterializeResult(metadata=meta, data_version=DataVersion(data_version), **extra)
 

@@ -84,12 +84,21 @@ def card_input(doc_id: str, title: str, text: str) -> CardInput:
     return CardInput(doc_id=doc_id, title=title, text=text[:CARD_TEXT_CHARS], tail=text[CARD_TEXT_CHARS:])
 
 
+def card_inputs(docs: pl.DataFrame) -> list[CardInput]:
+    return [card_input(d, t, x) for d, t, x in docs.select("doc_id", "title", "text").iter_rows()]
+
+
+def doc_cards_shard(stage: Stage, workspace: WorkspaceResource, llm: LLMResource) -> None:
+    """The cards of one shard's documents, into the item cache."""
+    stage.runner(llm).run("card", card_inputs(stage.shard.rows(stage.artifacts.read_table("documents.parquet"))), Card)
+
+
 def doc_cards(stage: Stage, workspace: WorkspaceResource, llm: LLMResource):
-    """A card per document; the card (less its identifiers) is embedded with the text."""
+    """A card per document; the card (less its identifiers) is embedded with the text. Its shards
+    made them: each comes from the item cache here."""
     art = stage.artifacts
     docs = art.read_table("documents.parquet")
-    items = [card_input(d, t, x) for d, t, x in docs.select("doc_id", "title", "text").iter_rows()]
-    cards = stage.runner(llm).run("card", items, Card)
+    cards = stage.runner(llm).run("card", card_inputs(docs), Card)
     frame = pl.DataFrame({
         "doc_id": docs["doc_id"],
         "title": [c.title for c in cards],
@@ -108,13 +117,23 @@ def doc_cards(stage: Stage, workspace: WorkspaceResource, llm: LLMResource):
         "share_with_identifiers": round(with_identifiers / max(frame.height, 1), 4)})
 
 
+def embedding_texts(docs: pl.DataFrame, cards: pl.DataFrame) -> list[str]:
+    return [embedding_text(c["title"], c["one_line"], c["phrases"], text)
+            for c, text in zip(cards.iter_rows(named=True), docs["text"])]
+
+
+def doc_embeddings_shard(stage: Stage, workspace: WorkspaceResource, encoder: EncoderResource) -> None:
+    """The embeddings of one shard's documents, into the item cache."""
+    art, shard = stage.artifacts, stage.shard
+    texts = embedding_texts(shard.rows(art.read_table("documents.parquet")), shard.rows(art.read_table("cards.parquet")))
+    embed_with_cache(encoder.encoder, workspace.workspace.cache, texts, stage.embeddings, stage.progress)
+
+
 def doc_embeddings(stage: Stage, workspace: WorkspaceResource, encoder: EncoderResource):
-    """Each document's card and the start of its text, embedded."""
+    """Each document's card and the start of its text, embedded (by its shards: each vector
+    comes from the item cache here)."""
     art = stage.artifacts
-    docs = art.read_table("documents.parquet")
-    cards = art.read_table("cards.parquet")
-    texts = [embedding_text(c["title"], c["one_line"], c["phrases"], text)
-             for c, text in zip(cards.iter_rows(named=True), docs["text"])]
+    texts = embedding_texts(art.read_table("documents.parquet"), art.read_table("cards.parquet"))
     vectors = embed_with_cache(encoder.encoder, workspace.workspace.cache, texts, stage.embeddings, stage.progress)
     art.write_matrix("doc_vectors.npy", vectors)
     return stage.done(matrix_version(vectors), {"shape": MetadataValue.text(str(vectors.shape)),
