@@ -68,12 +68,13 @@ def navigate_all(tree, items, route: bool, page_level: bool = False) -> list[dic
         key = (str(tree.root), item.question, route)
         if key not in _ANSWERS:
             r = answer(item.question, tree, navigator="offline", route=route, route_below=1.01)
-            _ANSWERS[key] = (list(r.fetched), dict(r.usage))
+            _ANSWERS[key] = (list(r.fetched), {**r.usage, "rounds": r.turns})
         fetched, u = _ANSWERS[key]
         out.append({"id": item.id, "ranked": fetched[:10], "recall@5": recall5(fetched, item.gold_ids, page_level),
                     "nav_bytes": u["nav_bytes"], "search_bytes": u.get("search_bytes", 0),
                     "scanned_bytes": u["scanned_bytes"], "beam": u.get("beam"), "seconds": u["seconds"],
-                    "confidence": u.get("confidence_routing", 1.0)})
+                    "confidence": u.get("confidence_routing", 1.0), "rounds": u["rounds"],
+                    "round_calls_max": max(u.get("calls_per_round") or [0])})
         if (i + 1) % 20 == 0:
             print(f"  {'always-routed' if route else 'navigator-only'} {i + 1}/{len(items)}", file=sys.stderr)
     return out
@@ -85,6 +86,12 @@ def routed_at(threshold: float, nav: list[dict], always: list[dict]) -> list[dic
 
 
 FLAT = ("bm25", "dense", "hybrid")
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (nearest rank: a value some question actually took)."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)] if ordered else 0
 
 
 def ratio_interval(a: list[float], b: list[float]) -> tuple[float, float]:
@@ -159,6 +166,11 @@ def evaluate(tree_path: Path, qa_path: Path, *, limit: int | None = None, route_
                         "scanned_bytes_mean": round(mean([r["scanned_bytes"] for r in runs])),
                         "nav_bytes_per_reference": round(mean([r["nav_bytes"] for r in runs]) / reference, 2),
                         "beam_mean": round(mean([r["beam"] or 0 for r in runs]), 2),
+                        # an agent's budget: rounds per question, and the most tool calls in one round
+                        "rounds_p50": percentile([r["rounds"] for r in runs], 50),
+                        "rounds_p95": percentile([r["rounds"] for r in runs], 95),
+                        "round_calls_p95": percentile([r["round_calls_max"] for r in runs], 95),
+                        "round_calls_max": max([r["round_calls_max"] for r in runs], default=0),
                         "seconds_mean": round(mean([r["seconds"] for r in runs]), 3)}
                  for name, runs in (("navigator-only", nav), ("routed", routed))},
         "wall_seconds": round(time.perf_counter() - start, 1),
@@ -187,11 +199,13 @@ def print_report(report: dict) -> None:
     for pair, b in report["paired"].items():
         print(f"| {pair} | {b['diff']:+.3f} | [{b['ci_low']:+.3f}, {b['ci_high']:+.3f}] | {b['p_value']:.4f} | "
               f"{b['verdict']} |")
-    print("| run | nav bytes/query | ×reference | search bytes/query | scanned bytes/query | mean beam | s/query |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| run | nav bytes/query | ×reference | search bytes/query | scanned bytes/query | mean beam | "
+          "rounds p50 / p95 | calls in a round p95 / max | s/query |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, c in report["cost"].items():
         print(f"| {name} | {c['nav_bytes_mean']:,} | {c['nav_bytes_per_reference']} | {c['search_bytes_mean']:,} | "
-              f"{c['scanned_bytes_mean']:,} | {c['beam_mean']} | {c['seconds_mean']} |")
+              f"{c['scanned_bytes_mean']:,} | {c['beam_mean']} | {c['rounds_p50']} / {c['rounds_p95']} | "
+              f"{c['round_calls_p95']} / {c['round_calls_max']} | {c['seconds_mean']} |")
     if "tuning" in report:
         print("tuning (routed recall@5 by threshold): " + ", ".join(f"{t}: {v}" for t, v in report["tuning"].items()))
 

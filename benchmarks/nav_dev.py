@@ -108,6 +108,8 @@ def acceptance_rows(sets: list[dict]) -> list[dict]:
         row = {"set": s["name"], "documents": r["documents"], "questions": r["questions"],
                "best_flat": r["best_flat"], "best_flat_recall@5": r["recall@5"][r["best_flat"]]["mean"],
                "nav_bytes_per_reference": r["cost"]["routed"]["nav_bytes_per_reference"],
+               "rounds_p95": r["cost"]["routed"]["rounds_p95"],
+               "round_calls_max": r["cost"]["routed"]["round_calls_max"],
                "predicted": s["predicted"], "measured": measured_winner(r)}
         for run, target in TARGETS.items():
             ratio = r["ratio_to_best_flat"][run]
@@ -120,8 +122,8 @@ def acceptance_rows(sets: list[dict]) -> list[dict]:
 def print_acceptance(rows: list[dict]) -> None:
     print("\n## Acceptance: navigation against the best flat method (recall@5)")
     print("| set | docs | q | best flat | routed / best [95% CI] | verdict | nav-only / best [95% CI] | verdict | "
-          "nav bytes ×ref | predicted | measured |")
-    print("|---|---:|---:|---|---|---|---|---|---:|---|---|")
+          "nav bytes ×ref | rounds p95 | calls/round max | predicted | measured |")
+    print("|---|---:|---:|---|---|---|---|---|---:|---:|---:|---|---|")
     for row in rows:
         cells = []
         for run in TARGETS:
@@ -130,7 +132,8 @@ def print_acceptance(rows: list[dict]) -> None:
                          f"[{c['ci95'][0]:.2f}, {c['ci95'][1]:.2f}]")
             cells.append(f"{c['verdict']}; {'meets' if c['meets_target'] else 'misses'} ≥{c['target']}x")
         print(f"| {row['set']} | {row['documents']} | {row['questions']} | {row['best_flat']} | "
-              f"{' | '.join(cells)} | {row['nav_bytes_per_reference']} | {row['predicted'] or '—'} | "
+              f"{' | '.join(cells)} | {row['nav_bytes_per_reference']} | {row['rounds_p95']} | "
+              f"{row['round_calls_max']} | {row['predicted'] or '—'} | "
               f"{row['measured']} |")
     met = all(row[run]["meets_target"] for row in rows for run in TARGETS)
     print(f"\nall targets met: {'yes' if met else 'no'} (routed ≥ {TARGETS['routed']}x and navigator-only ≥ "

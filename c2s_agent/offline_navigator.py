@@ -82,6 +82,7 @@ class Navigator(Engine):
                  related: bool = True, backtrack: bool = True):
         super().__init__(ToolView(tools), embedder(), budget=budget, beam=beam, fetch=fetch)
         self.tools = tools
+        self.budget.counter = lambda: len(tools.trace)
         self.route = route and tools.has_search
         self.hits: list[SearchHit] = []
         self.route_below = route_below
@@ -93,7 +94,7 @@ class Navigator(Engine):
         text = compose_answer(question, [pages[d] for d in ranked[:3]], self.qterms, self.embed)
         path = self._path(ranked, cards, len(citations_in(text)))
         usage = {"beam": round(sum(self.widths) / max(1, len(self.widths)), 2), "widths": self.widths,
-                 "routed": bool(self.hits),
+                 "routed": bool(self.hits), "calls_per_round": self.budget.calls_per_round(),
                  **{f"confidence_{k}": round(v, 4) for k, v in self.confidence.items()}}
         return Reply(text, ranked, path, self.budget.used, list(self.read), self.notes, usage)
 

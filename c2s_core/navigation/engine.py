@@ -125,6 +125,10 @@ class Rounds:
             raise ValueError("max_turns must be at least 1")
         self.max_turns = int(max_rounds)
         self.used = 0
+        # What a navigator counts its calls with (e.g. the length of its tools' trace); each
+        # round's start is marked on it, so calls per round can be reported.
+        self.counter: Callable[[], int] | None = None
+        self.marks: list[int] = []
 
     @property
     def left(self) -> int:
@@ -135,7 +139,17 @@ class Rounds:
         if self.used >= self.max_turns:
             return False
         self.used += 1
+        if self.counter is not None:
+            self.marks.append(self.counter())
         return True
+
+    def calls_per_round(self) -> list[int]:
+        """Calls made in each round so far (with a :attr:`counter`; calls before the first
+        round count in it)."""
+        if self.counter is None or not self.marks:
+            return []
+        ends = [*self.marks[1:], self.counter()]
+        return [end - (start if i else 0) for i, (start, end) in enumerate(zip(self.marks, ends))]
 
 
 @dataclass
