@@ -23,12 +23,65 @@ def cluster_count(n_items: int, branching: int) -> int:
 
 def kmeans(vectors: np.ndarray, n_clusters: int) -> np.ndarray:
     """Labels 0..n_clusters-1, renumbered by first appearance so ids do not depend on K-Means'
-    internal order. Vectors are L2-normalised, so Euclidean K-Means follows cosine."""
+    internal order. Vectors are L2-normalised, so Euclidean K-Means follows cosine.
+
+    Up to EXACT_KMEANS_ITEMS items this is one exact K-Means; above it, :func:`blocked_kmeans`
+    (exact K-Means costs N·k·d a step, and k = ceil(N/p) grows with N, so its time grows with N²)."""
     if n_clusters == 1:
         return np.zeros(len(vectors), dtype=np.int64)
-    raw = KMeans(n_clusters=n_clusters, n_init=3, random_state=SEED).fit_predict(normalise(vectors))
+    unit = normalise(vectors)
+    if len(unit) <= EXACT_KMEANS_ITEMS:
+        raw = KMeans(n_clusters=n_clusters, n_init=3, random_state=SEED).fit_predict(unit)
+    else:
+        raw = blocked_kmeans(unit, n_clusters)
     order = {label: i for i, label in enumerate(dict.fromkeys(raw.tolist()))}
     return np.array([order[label] for label in raw.tolist()], dtype=np.int64)
+
+
+EXACT_KMEANS_ITEMS = 2000  # above this, K-Means runs in two stages (blocked_kmeans)
+
+
+def block_count(n_clusters: int) -> int:
+    """Coarse blocks for ``n_clusters`` clusters: about sqrt(k), which balances the first stage's
+    N·B against the second's N·k/B distance computations."""
+    return max(2, min(n_clusters, round(math.sqrt(n_clusters))))
+
+
+def blocked_kmeans(unit: np.ndarray, n_clusters: int) -> np.ndarray:
+    """Two-stage K-Means: K-Means into ~sqrt(k) coarse blocks, ``n_clusters`` apportioned to
+    the blocks by their sizes, then K-Means inside each block. Exactly ``n_clusters`` clusters,
+    each inside one block; about N·sqrt(k)·d work a step instead of N·k·d. Labels are raw
+    (block by block), not renumbered."""
+    blocks = KMeans(n_clusters=block_count(n_clusters), n_init=3, random_state=SEED).fit_predict(unit)
+    present = np.unique(blocks)  # K-Means may leave a block empty when items coincide
+    members = [np.flatnonzero(blocks == b) for b in present]
+    shares = apportion([len(m) for m in members], n_clusters)
+    labels = np.empty(len(unit), dtype=np.int64)
+    offset = 0
+    for rows, k in zip(members, shares):
+        if k == 1:
+            labels[rows] = offset
+        else:
+            labels[rows] = offset + KMeans(n_clusters=k, n_init=3, random_state=SEED).fit_predict(unit[rows])
+        offset += k
+    return labels
+
+
+def apportion(sizes: list[int], total: int) -> list[int]:
+    """``total`` seats over blocks of ``sizes`` items in proportion to their sizes, by largest
+    remainder: each block at least one seat and at most one per item, ``total`` in all."""
+    sizes_arr = np.asarray(sizes, dtype=np.int64)
+    if not len(sizes_arr) <= total <= sizes_arr.sum():
+        raise ValueError(f"cannot apportion {total} clusters over {len(sizes)} blocks of {sizes_arr.sum()} items")
+    quotas = total * sizes_arr / sizes_arr.sum()
+    seats = np.clip(np.floor(quotas).astype(np.int64), 1, sizes_arr)
+    while (gap := int(total - seats.sum())) != 0:
+        # Hand out (or take back) one seat per block at a time, largest remainder first.
+        room = seats < sizes_arr if gap > 0 else seats > 1
+        remainder = np.where(room, quotas - seats, -np.inf if gap > 0 else np.inf)
+        order = np.argsort(-remainder if gap > 0 else remainder, kind="stable")[:min(abs(gap), int(room.sum()))]
+        seats[order] += 1 if gap > 0 else -1
+    return seats.tolist()
 
 
 def centroids(vectors: np.ndarray, groups: list[list[int]]) -> np.ndarray:
