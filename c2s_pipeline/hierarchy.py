@@ -99,24 +99,42 @@ class Placement:
     runner_up_similarity: float | None
 
 
+SIMILARITY_BLOCK_FLOATS = 1 << 22  # items x centroids similarities held at once (16 MB of float32)
+
+
+def _row_blocks(rows: int, columns: int):
+    """Row ranges whose rows x ``columns`` similarities stay within SIMILARITY_BLOCK_FLOATS: at
+    50,000 documents a level-1 matrix would be 50,000 x 5,000 floats (1 GB). A matrix that fits
+    is one block, the same product as unblocked."""
+    step = max(1, SIMILARITY_BLOCK_FLOATS // max(columns, 1))
+    for start in range(0, rows, step):
+        yield start, min(rows, start + step)
+
+
 def place(vectors: np.ndarray, groups: list[list[int]], tau: float) -> list[Placement]:
     """Soft assignment: an item whose best other centroid is within ``tau`` cosine of its own
     cluster's keeps its primary place and is also listed (as an @see stub) in the runner-up."""
     cents = centroids(vectors, groups)
-    sims = normalise(vectors) @ cents.T
-    out = []
+    unit = normalise(vectors)
+    primary = np.full(len(unit), -1, dtype=np.int64)
     for g, members in enumerate(groups):
-        for item in members:
-            row = sims[item].copy()
-            own = float(row[g])
+        primary[members] = g
+    items = np.flatnonzero(primary >= 0)  # items in no group get no placement
+    out = []
+    for lo, hi in _row_blocks(len(items), len(groups)):
+        rows = items[lo:hi]
+        sims = unit[rows] @ cents.T
+        at = np.arange(len(rows))
+        own = sims[at, primary[rows]].copy()
+        if len(groups) > 1:
+            sims[at, primary[rows]] = -np.inf
+            best = np.argmax(sims, axis=1)
+            best_sim = sims[at, best]
+        for r, item in enumerate(rows.tolist()):
             runner_up, runner_sim = None, None
-            if len(groups) > 1:
-                row[g] = -np.inf
-                best = int(np.argmax(row))
-                if own - float(row[best]) < tau:
-                    runner_up, runner_sim = best, float(row[best])
-            out.append(Placement(item, g, own, runner_up, runner_sim))
-    out.sort(key=lambda p: p.item)
+            if len(groups) > 1 and float(own[r]) - float(best_sim[r]) < tau:
+                runner_up, runner_sim = int(best[r]), float(best_sim[r])
+            out.append(Placement(item, int(primary[item]), float(own[r]), runner_up, runner_sim))
     return out
 
 
@@ -127,17 +145,21 @@ def cohesion(vectors: np.ndarray, groups: list[list[int]]) -> list[float]:
 
 
 def similar_pairs(vectors: np.ndarray, groups: list[list[int]], per_cluster: int = 2) -> list[tuple[int, int, float]]:
-    """Each cluster's nearest sibling centroids (deduplicated pairs, most similar first)."""
+    """Each cluster's nearest sibling centroids (deduplicated pairs, most similar first). The
+    centroid similarities are taken a block of rows at a time (a level-1 matrix at 50,000
+    documents is 5,000 x 5,000 floats); a pair's similarity is read from its first cluster's row."""
     if len(groups) < 2:
         return []
     cents = centroids(vectors, groups)
-    sims = cents @ cents.T
-    np.fill_diagonal(sims, -np.inf)
     pairs: dict[tuple[int, int], float] = {}
-    for i in range(len(groups)):
-        for j in np.argsort(-sims[i])[:per_cluster]:
-            a, b = sorted((i, int(j)))
-            pairs[(a, b)] = float(sims[a, b])
+    for lo, hi in _row_blocks(len(groups), len(groups)):
+        sims = cents[lo:hi] @ cents.T
+        sims[np.arange(hi - lo), np.arange(lo, hi)] = -np.inf
+        for i in range(lo, hi):
+            for j in np.argsort(-sims[i - lo])[:per_cluster]:
+                a, b = sorted((i, int(j)))
+                # Row a lies in an earlier block when i == b: that pair, if new, is computed alone.
+                pairs.setdefault((a, b), float(sims[a - lo, b]) if a >= lo else float(cents[a] @ cents[b]))
     return sorted(((a, b, s) for (a, b), s in pairs.items()), key=lambda t: (-t[2], t[0], t[1]))
 
 

@@ -128,6 +128,23 @@ def test_soft_assignment_lists_items_near_a_second_centroid():
     assert all(p.runner_up is None for p in hierarchy.place(vectors, groups, tau=0.0))
 
 
+def test_placement_and_similar_pairs_in_blocks_match_one_product(passages, monkeypatch):
+    """Similarities taken a few rows at a time (memory bounded on large levels) give the
+    placements and nearest pairs of the whole matrix at once."""
+    k = hierarchy.cluster_count(len(passages), 10)
+    groups = _groups(hierarchy.kmeans(passages, k))
+    whole = hierarchy.place(passages, groups, tau=0.05)
+    whole_pairs = hierarchy.similar_pairs(passages, groups)
+    assert any(p.runner_up is not None for p in whole) and len(whole_pairs) >= k
+    monkeypatch.setattr(hierarchy, "SIMILARITY_BLOCK_FLOATS", 7 * k + 3)  # blocks of 7 rows, the last shorter
+    blocked = hierarchy.place(passages, groups, tau=0.05)
+    assert [(p.item, p.primary, p.runner_up) for p in blocked] == [(p.item, p.primary, p.runner_up) for p in whole]
+    assert np.allclose([p.similarity for p in blocked], [p.similarity for p in whole], atol=1e-6)
+    pairs = hierarchy.similar_pairs(passages, groups)
+    assert {(a, b) for a, b, _ in pairs} == {(a, b) for a, b, _ in whole_pairs}
+    assert np.allclose([s for _, _, s in pairs], [s for _, _, s in whole_pairs], atol=1e-6)
+
+
 def test_proximity_batches_respect_the_limit_and_cover_every_cluster():
     vectors = blobs(list(range(16)) * 2, per=4)
     groups = [list(range(i * 4, i * 4 + 4)) for i in range(32)]
