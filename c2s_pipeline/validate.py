@@ -13,8 +13,11 @@ from c2s_core.frontmatter import frontmatter_problems
 from c2s_core.layout import INDEX_FILE, SECTION_DOCUMENTS, SECTION_SUBGROUPS, SKILL_FILE, SKILLS_DIR, TERM_INDEX_FILE
 from c2s_core.term_index import parse_leaf_lines, parse_term_lines
 
+from .subgroups import SUBGROUP_LEVEL
+
 NAV_FILE_WARN_BYTES = 2048
 DOC_ROW = re.compile(r"^- `([^`]+)` \*\*", re.MULTILINE)
+_LEVEL = re.compile(r"^  level: (-?\d+)$", re.MULTILINE)  # in the frontmatter's metadata
 
 
 @dataclass
@@ -37,6 +40,13 @@ def primary_rows(text: str) -> list[str]:
         return []
     section = text.split(SECTION_DOCUMENTS, 1)[1].split("\n## ", 1)[0]
     return DOC_ROW.findall(section)
+
+
+def _level(text: str) -> int | None:
+    """A nav file's level, from its frontmatter (None if it records none)."""
+    end = text.find("\n---\n", 4)
+    m = _LEVEL.search(text, 0, max(end, 0))
+    return int(m[1]) if m else None
 
 
 def check_tree(root: Path, doc_ids: list[str], p: int) -> list[CheckOutcome]:
@@ -80,11 +90,15 @@ def check_tree(root: Path, doc_ids: list[str], p: int) -> list[CheckOutcome]:
         {"largest_bytes": sizes[-1] if sizes else 0, "p95_bytes": p95, "over_2kb": len(over)},
     ))
 
-    depth = max((len(f.relative_to(root / SKILLS_DIR).parts) - 1 for f in files), default=0)
+    # The bound is on the clustered levels; a crowded leaf's sub-groups (level 0) lie below it.
+    depths = {f: len(f.relative_to(root / SKILLS_DIR).parts) - 1 for f in files}
+    depth = max((d for f, d in depths.items() if _level(texts[f]) != SUBGROUP_LEVEL), default=0)
+    below = max(depths.values(), default=0) - depth
     bound = math.ceil(math.log(max(len(doc_ids), 2), p)) + 1
     outcomes.append(CheckOutcome(
-        "depth_within_bound", depth <= bound, True, f"depth {depth}, bound ceil(log_p N) + 1 = {bound}",
-        {"depth": depth, "bound": bound},
+        "depth_within_bound", depth <= bound, True, f"depth {depth}, bound ceil(log_p N) + 1 = {bound}"
+        + (f"; sub-groups of crowded leaves {below} level(s) below" if below else ""),
+        {"depth": depth, "bound": bound, "subgroup_levels": below},
     ))
 
     empty = [str(f.relative_to(root)) for f, t in texts.items()
