@@ -5,6 +5,7 @@ near-duplicates in one cluster, whose rows would take its INDEX.md past the size
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from pathlib import Path
 
@@ -14,7 +15,8 @@ import pytest
 from c2s_agent.offline_navigator import navigate
 from c2s_agent.tools import TreeTools
 from c2s_core.frontmatter import parse_frontmatter
-from c2s_core.layout import INDEX_FILE, SECTION_DOCUMENTS, SECTION_SUBGROUPS
+from c2s_core.encoder import Encoder
+from c2s_core.layout import INDEX_FILE, SECTION_DOCUMENTS, SECTION_SUBGROUPS, SKILLS_DIR
 from c2s_core.navigation.scoring import embedder
 from c2s_core.navrows import ROW_STYLES, DocCard, doc_row
 from c2s_core.tree import Tree
@@ -23,8 +25,9 @@ from c2s_pipeline.artifacts import CorpusArtifacts
 from c2s_pipeline.cards import read_cards
 from c2s_pipeline.diagnostics import TreeInputs
 from c2s_pipeline.diagnostics import navigate as probe_navigate
-from c2s_pipeline.render import NAV_FILE_TARGET_BYTES
-from c2s_pipeline.subgroups import SUBGROUP_LEVEL, SUBGROUPS_FILE, distinctive_terms, partition
+from c2s_pipeline.forest import Forest, Node, assign_names
+from c2s_pipeline.render import NAV_FILE_TARGET_BYTES, NodeExtras, render_node, rows_fit
+from c2s_pipeline.subgroups import SUBGROUP_LEVEL, SUBGROUPS_FILE, distinctive_terms, partition, split_crowded
 from c2s_pipeline.tree_view import CompiledView
 from c2s_pipeline.validate import check_tree, nav_files, primary_rows
 
@@ -135,6 +138,36 @@ def test_the_probe_and_the_html_view_see_the_published_shape(crowded, split):
     data = tree_data(Tree(crowded.out))
     assert data["counts"]["doc"] == len(crowded.manifest["doc_paths"])
     assert data["counts"]["group"] + data["counts"]["skill"] == len(texts)
+
+
+def test_a_leaf_of_hundreds_takes_fewer_larger_sub_groups_that_all_fit():
+    """320 near-duplicates (the article per country and plan): ceil(n/p) = 32 sub-group rows would
+    not fit the leaf's own file, so it takes fewer, larger sub-groups, each of which fits."""
+    title, _, body = (SAMPLE_CORPUS / ARTICLE).read_text(encoding="utf-8").partition("\n")
+    lead = body.strip().split("\n")[0]
+    plans = ("Starter", "Solo", "Team", "Studio", "Clinic", "Business", "Enterprise", "Nonprofit")
+    cards, texts = {}, []
+    for country in COUNTRIES:
+        for plan in plans:
+            doc_id = f"tax/{country.lower()}-{plan.lower()}.md"
+            heading = f"{title.lstrip('# ')} on the {plan} plan in {country}"
+            cards[doc_id] = DocCard(doc_id, heading, f"For {plan} plan subscriptions billed to {country}.", [], [])
+            texts.append(f"{heading}. {lead}")
+    docs = list(cards)
+    leaf = Node("L1-0000", 1, "Tax, calculated, subscription", "Tax on subscriptions", "Key terms: tax.", "tax",
+                [], len(docs), docs)
+    forest = Forest([leaf], {leaf.node_id: leaf}, 1)
+    assign_names([leaf], SKILLS_DIR, {})
+    fits = lambda node: rows_fit(node, cards, NodeExtras(), forest)  # noqa: E731
+    assert not fits(leaf)
+    made = split_crowded(forest, cards, Encoder().encode(texts), {d: i for i, d in enumerate(docs)}, 10, fits)
+    assert 2 <= len(leaf.children) < math.ceil(len(docs) / 10)
+    assert len(made) == sum(1 for n in forest.nodes() if n.level == SUBGROUP_LEVEL)
+    assert sorted(d for n in forest.nodes() if n.is_leaf for d in n.members) == sorted(docs)
+    sizes = [len(render_node(n, cards, NodeExtras(), forest).encode()) for n in forest.nodes()]
+    assert max(sizes) <= NAV_FILE_TARGET_BYTES
+    # A sub-group still crowded split again, but the levels stay few: ~p^2 documents a level.
+    assert max(n.depth for n in forest.nodes()) - leaf.depth <= 2
 
 
 def test_partition_never_returns_the_whole_even_for_identical_vectors():
