@@ -72,7 +72,8 @@ def rows_fit(node: Node, cards: dict[str, DocCard], extras: NodeExtras, forest: 
     head, _, related = _frame(node, extras, forest)
     examples = _examples(extras.examples, cards, with_one_line=False)
     if node.is_leaf:
-        body = [f"{SECTION_DOCUMENTS} ({len(node.members)})\n", *(doc_row(cards[d], ROW_STYLES[-1]) for d in node.members)]
+        body = [f"{SECTION_DOCUMENTS} ({len(node.members)})\n",
+                *(doc_row(cards[d], ROW_STYLES[-1]) for d in node.members)]
     else:
         body = [f"{SECTION_SUBGROUPS} ({len(node.children)})\n", *(group_row(child) for child in node.children)]
     return len(_text(head + body + examples + related).encode()) <= NAV_FILE_TARGET_BYTES
