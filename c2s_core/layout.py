@@ -2,6 +2,10 @@
 
     OUT/skills/<skill-name>/SKILL.md                 one per top-level cluster
     OUT/skills/<skill-name>/<group-name>/INDEX.md    one per deeper cluster (nested)
+    OUT/skills/.../<leaf-name>/<part-name>/INDEX.md  a leaf too crowded for one nav file lists sub-groups
+                                                     (frontmatter level 0) instead of documents, one
+                                                     folder below it (again below a sub-group still
+                                                     crowded); they list the documents
     OUT/entity_index.json                            entity → [{path, mentions}], most mentions first
     OUT/term_index.txt                               body term → the leaves whose documents use it
     OUT/documents.sqlite                             full texts, random access by doc_id
@@ -10,6 +14,9 @@
                                                      BM25), vectors.npy (the compile's document embeddings,
                                                      float16, index order; absent in trees from before it)
                                                      and docs.json (ids, titles, nav files, tokenizer, encoder)
+
+A nav file lists either sub-groups (``## Sub-groups``) or documents (``## Documents``): a reader
+tells a leaf by its rows, not by its depth or level.
 
 Paths inside the tree (in manifest.json, entity_index.json and ``@see`` stubs) are POSIX paths
 relative to OUT, e.g. ``skills/billing/refunds/INDEX.md``.

@@ -67,6 +67,7 @@ from .artifacts import CorpusArtifacts
 from .cards import read_cards
 from .forest import Forest, Node, build_forest
 from .hierarchy import normalise
+from .subgroups import SUBGROUPS_FILE, attach_subgroups
 from .tree_view import CompiledView, nav_row_texts
 
 NAVIGABILITY = "navigability"  # the manifest key
@@ -104,7 +105,10 @@ class TreeInputs:
         """The inputs of a compiled corpus, from its stage artifacts and its published (or staged) tree."""
         from .incremental import previous_names
 
-        forest = build_forest(art, previous_names(art))  # named as published
+        names = previous_names(art)
+        forest = build_forest(art, names)  # named as published
+        if (art.root / SUBGROUPS_FILE).is_file():  # crowded leaves split as the tree was staged
+            attach_subgroups(forest, art.read_json(SUBGROUPS_FILE), names)
         docs = art.read_table("documents.parquet")
         return cls(forest, read_cards(art), docs["doc_id"].to_list(), docs["text"].to_list(),
                    art.read_matrix("doc_vectors.npy"), soft_members(art), SearchIndex.load(out),
@@ -214,7 +218,7 @@ def _row_text(name: str, description: str) -> str:
 
 def sibling_similarity(forest: Forest, index: _TreeIndex, row_vecs: np.ndarray) -> dict:
     """Cosine between the rows of siblings: the skills, and each node's sub-groups."""
-    families = [forest.skills] + [n.children for n in index.nodes if n.level > 1]
+    families = [forest.skills] + [n.children for n in index.nodes if n.children]
     every, top = [], []
     for depth, family in enumerate(families):
         if len(family) < 2:
@@ -241,7 +245,7 @@ def cohesion(index: _TreeIndex, vectors: np.ndarray) -> dict:
     for level in sorted({n.level for n in index.nodes}):
         values = []
         for node in (n for n in index.nodes if n.level == level):
-            members = (unit[[index.doc_row[d] for d in node.members]] if level == 1
+            members = (unit[[index.doc_row[d] for d in node.members]] if node.is_leaf
                        else node_vecs[[index.at[c.node_id] for c in node.children]])
             centre = normalise(members.mean(axis=0, keepdims=True))[0]
             values.append(float((members @ centre).mean()))
@@ -254,7 +258,7 @@ def path_term_coverage(tree: TreeInputs, index: _TreeIndex) -> dict:
     """How much of each document's key terms (card title and phrases) its path's rows carry."""
     path_terms: dict[str, set[str]] = {}
     for node in index.nodes:
-        if node.level == 1:
+        if node.is_leaf:
             words, step = set(), node
             while step is not None:
                 words |= set(terms(index.row_texts[index.at[step.node_id]]))
@@ -262,7 +266,7 @@ def path_term_coverage(tree: TreeInputs, index: _TreeIndex) -> dict:
             path_terms[node.node_id] = words
     shares = []
     for node in index.nodes:
-        if node.level == 1:
+        if node.is_leaf:
             for d in node.members:
                 card = tree.cards[d]
                 own = set(query_terms(f"{card.title} {' '.join(card.phrases)}"))

@@ -23,7 +23,7 @@ class Node:
     label: str
     key_terms: list[str]
     size: int
-    members: list[str]  # doc ids (level 1) or child node ids
+    members: list[str]  # doc ids (a leaf) or child node ids
     name: str = ""
     dir: str = ""  # POSIX path relative to the tree root
     parent: "Node | None" = None
@@ -32,6 +32,12 @@ class Node:
     @property
     def is_skill(self) -> bool:
         return self.parent is None
+
+    @property
+    def is_leaf(self) -> bool:
+        """Lists documents itself: a level-1 cluster, or a sub-group of a crowded one
+        (:mod:`.subgroups`); a level-1 cluster split into sub-groups is not a leaf."""
+        return not self.children
 
     @property
     def nav_file(self) -> str:
@@ -47,7 +53,7 @@ class Node:
             yield from child.walk()
 
     def documents(self) -> list[str]:
-        if self.level == 1:
+        if self.is_leaf:
             return list(self.members)
         return [d for child in self.children for d in child.documents()]
 

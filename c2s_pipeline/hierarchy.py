@@ -23,12 +23,65 @@ def cluster_count(n_items: int, branching: int) -> int:
 
 def kmeans(vectors: np.ndarray, n_clusters: int) -> np.ndarray:
     """Labels 0..n_clusters-1, renumbered by first appearance so ids do not depend on K-Means'
-    internal order. Vectors are L2-normalised, so Euclidean K-Means follows cosine."""
+    internal order. Vectors are L2-normalised, so Euclidean K-Means follows cosine.
+
+    Up to EXACT_KMEANS_ITEMS items this is one exact K-Means; above it, :func:`blocked_kmeans`
+    (exact K-Means costs N·k·d a step, and k = ceil(N/p) grows with N, so its time grows with N²)."""
     if n_clusters == 1:
         return np.zeros(len(vectors), dtype=np.int64)
-    raw = KMeans(n_clusters=n_clusters, n_init=3, random_state=SEED).fit_predict(normalise(vectors))
+    unit = normalise(vectors)
+    if len(unit) <= EXACT_KMEANS_ITEMS:
+        raw = KMeans(n_clusters=n_clusters, n_init=3, random_state=SEED).fit_predict(unit)
+    else:
+        raw = blocked_kmeans(unit, n_clusters)
     order = {label: i for i, label in enumerate(dict.fromkeys(raw.tolist()))}
     return np.array([order[label] for label in raw.tolist()], dtype=np.int64)
+
+
+EXACT_KMEANS_ITEMS = 2000  # above this, K-Means runs in two stages (blocked_kmeans)
+
+
+def block_count(n_clusters: int) -> int:
+    """Coarse blocks for ``n_clusters`` clusters: about sqrt(k), which balances the first stage's
+    N·B against the second's N·k/B distance computations."""
+    return max(2, min(n_clusters, round(math.sqrt(n_clusters))))
+
+
+def blocked_kmeans(unit: np.ndarray, n_clusters: int) -> np.ndarray:
+    """Two-stage K-Means: K-Means into ~sqrt(k) coarse blocks, ``n_clusters`` apportioned to
+    the blocks by their sizes, then K-Means inside each block. Exactly ``n_clusters`` clusters,
+    each inside one block; about N·sqrt(k)·d work a step instead of N·k·d. Labels are raw
+    (block by block), not renumbered."""
+    blocks = KMeans(n_clusters=block_count(n_clusters), n_init=3, random_state=SEED).fit_predict(unit)
+    present = np.unique(blocks)  # K-Means may leave a block empty when items coincide
+    members = [np.flatnonzero(blocks == b) for b in present]
+    shares = apportion([len(m) for m in members], n_clusters)
+    labels = np.empty(len(unit), dtype=np.int64)
+    offset = 0
+    for rows, k in zip(members, shares):
+        if k == 1:
+            labels[rows] = offset
+        else:
+            labels[rows] = offset + KMeans(n_clusters=k, n_init=3, random_state=SEED).fit_predict(unit[rows])
+        offset += k
+    return labels
+
+
+def apportion(sizes: list[int], total: int) -> list[int]:
+    """``total`` seats over blocks of ``sizes`` items in proportion to their sizes, by largest
+    remainder: each block at least one seat and at most one per item, ``total`` in all."""
+    sizes_arr = np.asarray(sizes, dtype=np.int64)
+    if not len(sizes_arr) <= total <= sizes_arr.sum():
+        raise ValueError(f"cannot apportion {total} clusters over {len(sizes)} blocks of {sizes_arr.sum()} items")
+    quotas = total * sizes_arr / sizes_arr.sum()
+    seats = np.clip(np.floor(quotas).astype(np.int64), 1, sizes_arr)
+    while (gap := int(total - seats.sum())) != 0:
+        # Hand out (or take back) one seat per block at a time, largest remainder first.
+        room = seats < sizes_arr if gap > 0 else seats > 1
+        remainder = np.where(room, quotas - seats, -np.inf if gap > 0 else np.inf)
+        order = np.argsort(-remainder if gap > 0 else remainder, kind="stable")[:min(abs(gap), int(room.sum()))]
+        seats[order] += 1 if gap > 0 else -1
+    return seats.tolist()
 
 
 def centroids(vectors: np.ndarray, groups: list[list[int]]) -> np.ndarray:
@@ -46,24 +99,42 @@ class Placement:
     runner_up_similarity: float | None
 
 
+SIMILARITY_BLOCK_FLOATS = 1 << 22  # items x centroids similarities held at once (16 MB of float32)
+
+
+def _row_blocks(rows: int, columns: int):
+    """Row ranges whose rows x ``columns`` similarities stay within SIMILARITY_BLOCK_FLOATS: at
+    50,000 documents a level-1 matrix would be 50,000 x 5,000 floats (1 GB). A matrix that fits
+    is one block, the same product as unblocked."""
+    step = max(1, SIMILARITY_BLOCK_FLOATS // max(columns, 1))
+    for start in range(0, rows, step):
+        yield start, min(rows, start + step)
+
+
 def place(vectors: np.ndarray, groups: list[list[int]], tau: float) -> list[Placement]:
     """Soft assignment: an item whose best other centroid is within ``tau`` cosine of its own
     cluster's keeps its primary place and is also listed (as an @see stub) in the runner-up."""
     cents = centroids(vectors, groups)
-    sims = normalise(vectors) @ cents.T
-    out = []
+    unit = normalise(vectors)
+    primary = np.full(len(unit), -1, dtype=np.int64)
     for g, members in enumerate(groups):
-        for item in members:
-            row = sims[item].copy()
-            own = float(row[g])
+        primary[members] = g
+    items = np.flatnonzero(primary >= 0)  # items in no group get no placement
+    out = []
+    for lo, hi in _row_blocks(len(items), len(groups)):
+        rows = items[lo:hi]
+        sims = unit[rows] @ cents.T
+        at = np.arange(len(rows))
+        own = sims[at, primary[rows]].copy()
+        if len(groups) > 1:
+            sims[at, primary[rows]] = -np.inf
+            best = np.argmax(sims, axis=1)
+            best_sim = sims[at, best]
+        for r, item in enumerate(rows.tolist()):
             runner_up, runner_sim = None, None
-            if len(groups) > 1:
-                row[g] = -np.inf
-                best = int(np.argmax(row))
-                if own - float(row[best]) < tau:
-                    runner_up, runner_sim = best, float(row[best])
-            out.append(Placement(item, g, own, runner_up, runner_sim))
-    out.sort(key=lambda p: p.item)
+            if len(groups) > 1 and float(own[r]) - float(best_sim[r]) < tau:
+                runner_up, runner_sim = int(best[r]), float(best_sim[r])
+            out.append(Placement(item, int(primary[item]), float(own[r]), runner_up, runner_sim))
     return out
 
 
@@ -74,17 +145,21 @@ def cohesion(vectors: np.ndarray, groups: list[list[int]]) -> list[float]:
 
 
 def similar_pairs(vectors: np.ndarray, groups: list[list[int]], per_cluster: int = 2) -> list[tuple[int, int, float]]:
-    """Each cluster's nearest sibling centroids (deduplicated pairs, most similar first)."""
+    """Each cluster's nearest sibling centroids (deduplicated pairs, most similar first). The
+    centroid similarities are taken a block of rows at a time (a level-1 matrix at 50,000
+    documents is 5,000 x 5,000 floats); a pair's similarity is read from its first cluster's row."""
     if len(groups) < 2:
         return []
     cents = centroids(vectors, groups)
-    sims = cents @ cents.T
-    np.fill_diagonal(sims, -np.inf)
     pairs: dict[tuple[int, int], float] = {}
-    for i in range(len(groups)):
-        for j in np.argsort(-sims[i])[:per_cluster]:
-            a, b = sorted((i, int(j)))
-            pairs[(a, b)] = float(sims[a, b])
+    for lo, hi in _row_blocks(len(groups), len(groups)):
+        sims = cents[lo:hi] @ cents.T
+        sims[np.arange(hi - lo), np.arange(lo, hi)] = -np.inf
+        for i in range(lo, hi):
+            for j in np.argsort(-sims[i - lo])[:per_cluster]:
+                a, b = sorted((i, int(j)))
+                # Row a lies in an earlier block when i == b: that pair, if new, is computed alone.
+                pairs.setdefault((a, b), float(sims[a - lo, b]) if a >= lo else float(cents[a] @ cents[b]))
     return sorted(((a, b, s) for (a, b), s in pairs.items()), key=lambda t: (-t[2], t[0], t[1]))
 
 

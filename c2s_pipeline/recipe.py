@@ -142,7 +142,7 @@ STAGED_TREE_CHECKS = (
     Check("every_document_placed_once", "every accepted document is a primary row of exactly one leaf"),
     Check("frontmatter_valid", "nav-file frontmatter passes the Agent Skills rules"),
     Check("nav_file_sizes", "nav-file sizes; warns above 2 KB", blocking=False),
-    Check("depth_within_bound", "tree depth ≤ ceil(log_p N) + 1"),
+    Check("depth_within_bound", "tree depth ≤ ceil(log_p N) + 1 (a crowded leaf's sub-groups lie below it)"),
     Check("no_empty_cluster", "every nav file lists documents or sub-groups"),
     Check("sibling_labels_unique", "labels unique among siblings"),
     Check("term_index_rows", "every place in term_index.txt is a document row of its leaf"),
@@ -177,12 +177,14 @@ RECIPE: tuple[StageSpec, ...] = (
     StageSpec(
         "staged_tree", "publish", "publish:staged_tree", code_version="staged_tree-10",
         kinds=frozenset({"markdown"}), checks=STAGED_TREE_CHECKS,
-        description=("The rendered forest (SKILL.md / INDEX.md), entity_index.json, term_index.txt, the document "
+        description=("The rendered forest (SKILL.md / INDEX.md; a leaf too crowded for one nav file split into "
+                     "sub-groups), entity_index.json, term_index.txt, the document "
                      "store, the flat search index (stemmed BM25 and doc_embeddings' vectors) and manifest.json "
                      "(with the tree's navigability diagnostics), written to a staging folder beside the corpus's "
                      "output path and checked there; a failed blocking check fails this step, so skill_tree never "
                      "publishes the tree."),
-        reads=("documents", "doc_cards", "doc_embeddings", *_EVERY_LEVEL, "entities"), writes=("staged.json",),
+        reads=("documents", "doc_cards", "doc_embeddings", *_EVERY_LEVEL, "entities"),
+        writes=("staged.json", "subgroups.json"),
         resources=("workspace", "llm", "encoder")),
     StageSpec(
         "skill_tree", "publish", "publish:skill_tree", code_version="skill_tree-3", kinds=frozenset({"markdown"}),

@@ -3,7 +3,8 @@
 Each file: frontmatter, a routing summary, then sub-groups (or document rows), ``@see`` stubs
 for softly-assigned items, example documents, and for skills their related skills. The rows
 themselves are written (and parsed) by :mod:`c2s_core.navrows`; a leaf whose rows would take its
-file past ``NAV_FILE_TARGET_BYTES`` renders them leaner, so nav files stay small on large corpora.
+file past ``NAV_FILE_TARGET_BYTES`` renders them leaner, so nav files stay small on large corpora,
+and one whose leanest rows would still not fit (:func:`rows_fit`) is split into sub-groups.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 
 from c2s_core.frontmatter import render_frontmatter
 from c2s_core.layout import SECTION_DOCUMENTS, SECTION_EXAMPLES, SECTION_RELATED, SECTION_SEE_ALSO, SECTION_SUBGROUPS
-from c2s_core.navrows import DocCard, doc_rows, example_row, group_row
+from c2s_core.navrows import ROW_STYLES, DocCard, doc_row, doc_rows, example_row, group_row
 from c2s_core.text import content_tokens, printable
 from .forest import Forest, Node
 
@@ -49,6 +50,38 @@ def routing_summary(node: Node) -> str:
 
 
 def render_node(node: Node, cards: dict[str, DocCard], extras: NodeExtras, forest: Forest) -> str:
+    head, see_also, related = _frame(node, extras, forest)
+    examples = _examples(extras.examples, cards, with_one_line=True)
+    if node.is_leaf:
+        body = [f"{SECTION_DOCUMENTS} ({len(node.members)})\n"]
+        room = NAV_FILE_TARGET_BYTES - _size(head + body + see_also + examples + related)
+        body += doc_rows([cards[d] for d in node.members], room)
+    else:
+        body = [f"{SECTION_SUBGROUPS} ({len(node.children)})\n", *(group_row(child) for child in node.children)]
+    if _size(head + body + see_also + examples + related) > NAV_FILE_TARGET_BYTES:
+        examples = _examples(extras.examples, cards, with_one_line=False)  # their own rows say the rest
+    return _text(head + body + see_also + examples + related)
+
+
+def rows_fit(node: Node, cards: dict[str, DocCard], extras: NodeExtras, forest: Forest) -> bool:
+    """Whether ``node``'s rows fit its nav file: rendered as lean as it can be (a leaf's document
+    rows in the leanest row style, examples without their one-lines) and less its ``@see`` stubs,
+    it stays within NAV_FILE_TARGET_BYTES. A leaf whose rows do not is crowded and lists
+    sub-groups instead (:mod:`.subgroups`); stubs are left out because a split does not make
+    them fewer."""
+    head, _, related = _frame(node, extras, forest)
+    examples = _examples(extras.examples, cards, with_one_line=False)
+    if node.is_leaf:
+        body = [f"{SECTION_DOCUMENTS} ({len(node.members)})\n",
+                *(doc_row(cards[d], ROW_STYLES[-1]) for d in node.members)]
+    else:
+        body = [f"{SECTION_SUBGROUPS} ({len(node.children)})\n", *(group_row(child) for child in node.children)]
+    return len(_text(head + body + examples + related).encode()) <= NAV_FILE_TARGET_BYTES
+
+
+def _frame(node: Node, extras: NodeExtras, forest: Forest) -> tuple[list[str], list[str], list[str]]:
+    """What a nav file holds beside its rows and examples: its head (frontmatter, title,
+    summary, a skill's entities), ``@see`` stubs and a skill's related skills."""
     metadata = {"level": node.level, "documents": node.size}
     if node.is_skill:
         metadata["skill_path"] = node.dir
@@ -61,19 +94,14 @@ def render_node(node: Node, cards: dict[str, DocCard], extras: NodeExtras, fores
     for node_id, shared in extras.related:
         other = forest.by_id[node_id]
         related.append(f"- [{other.name}](../{other.name}/SKILL.md) — shared: {', '.join(shared[:5])}")
-    examples = _examples(extras.examples, cards, with_one_line=True)
-    if node.level == 1:
-        body = [f"{SECTION_DOCUMENTS} ({len(node.members)})\n"]
-        room = NAV_FILE_TARGET_BYTES - _size(head + body + see_also + examples + related)
-        body += doc_rows([cards[d] for d in node.members], room)
-    else:
-        body = [f"{SECTION_SUBGROUPS} ({len(node.children)})\n", *(group_row(child) for child in node.children)]
-    if _size(head + body + see_also + examples + related) > NAV_FILE_TARGET_BYTES:
-        examples = _examples(extras.examples, cards, with_one_line=False)  # their own rows say the rest
+    return head, see_also, related
+
+
+def _text(lines: list[str]) -> str:
     # Titles and summaries come from documents: a control character would reach whoever cats the
     # file (an ANSI escape, a carriage return hiding a row), so each is written as an escape.
     # Document ids never hold one (ingest rejects them), so rows still name their documents.
-    return printable("\n".join(head + body + see_also + examples + related).rstrip(), keep="\n") + "\n"
+    return printable("\n".join(lines).rstrip(), keep="\n") + "\n"
 
 
 def _examples(doc_ids: list[str], cards: dict[str, DocCard], with_one_line: bool) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,8 +13,11 @@ from c2s_core.frontmatter import frontmatter_problems
 from c2s_core.layout import INDEX_FILE, SECTION_DOCUMENTS, SECTION_SUBGROUPS, SKILL_FILE, SKILLS_DIR, TERM_INDEX_FILE
 from c2s_core.term_index import parse_leaf_lines, parse_term_lines
 
+from .subgroups import SUBGROUP_LEVEL
+
 NAV_FILE_WARN_BYTES = 2048
 DOC_ROW = re.compile(r"^- `([^`]+)` \*\*", re.MULTILINE)
+_LEVEL = re.compile(r"^  level: (-?\d+)$", re.MULTILINE)  # in the frontmatter's metadata
 
 
 @dataclass
@@ -39,12 +42,23 @@ def primary_rows(text: str) -> list[str]:
     return DOC_ROW.findall(section)
 
 
+def _level(text: str) -> int | None:
+    """A nav file's level, from its frontmatter (None if it records none)."""
+    end = text.find("\n---\n", 4)
+    m = _LEVEL.search(text, 0, max(end, 0))
+    return int(m[1]) if m else None
+
+
 def check_tree(root: Path, doc_ids: list[str], p: int) -> list[CheckOutcome]:
+    """Every check in one pass over the nav files: each file is read, measured and parsed once
+    (a 50,000-document tree has thousands of them)."""
     files = nav_files(root)
     texts = {f: f.read_text(encoding="utf-8") for f in files}
+    rows = {f: primary_rows(t) for f, t in texts.items()}
+    size = {f: len(t.encode("utf-8")) for f, t in texts.items()}
     outcomes = []
 
-    listed = Counter(d for text in texts.values() for d in primary_rows(text))
+    listed = Counter(d for found in rows.values() for d in found)
     missing = [d for d in doc_ids if listed[d] == 0]
     repeated = [d for d, n in listed.items() if n > 1]
     unknown = sorted(set(listed) - set(doc_ids))
@@ -66,9 +80,8 @@ def check_tree(root: Path, doc_ids: list[str], p: int) -> list[CheckOutcome]:
         {"invalid_files": len(bad)},
     ))
 
-    sizes = sorted(len(t.encode("utf-8")) for t in texts.values())
-    over = sorted((len(t.encode("utf-8")), str(f.relative_to(root))) for f, t in texts.items()
-                  if len(t.encode("utf-8")) > NAV_FILE_WARN_BYTES)
+    sizes = sorted(size.values())
+    over = sorted((n, str(f.relative_to(root))) for f, n in size.items() if n > NAV_FILE_WARN_BYTES)
     p95 = sizes[min(len(sizes) - 1, math.ceil(0.95 * len(sizes)) - 1)] if sizes else 0
     outcomes.append(CheckOutcome(
         "nav_file_sizes", not over, False,
@@ -77,32 +90,35 @@ def check_tree(root: Path, doc_ids: list[str], p: int) -> list[CheckOutcome]:
         {"largest_bytes": sizes[-1] if sizes else 0, "p95_bytes": p95, "over_2kb": len(over)},
     ))
 
-    depth = max((len(f.relative_to(root / SKILLS_DIR).parts) - 1 for f in files), default=0)
+    # The bound is on the clustered levels; a crowded leaf's sub-groups (level 0) lie below it.
+    depths = {f: len(f.relative_to(root / SKILLS_DIR).parts) - 1 for f in files}
+    depth = max((d for f, d in depths.items() if _level(texts[f]) != SUBGROUP_LEVEL), default=0)
+    below = max(depths.values(), default=0) - depth
     bound = math.ceil(math.log(max(len(doc_ids), 2), p)) + 1
     outcomes.append(CheckOutcome(
-        "depth_within_bound", depth <= bound, True, f"depth {depth}, bound ceil(log_p N) + 1 = {bound}",
-        {"depth": depth, "bound": bound},
+        "depth_within_bound", depth <= bound, True, f"depth {depth}, bound ceil(log_p N) + 1 = {bound}"
+        + (f"; sub-groups of crowded leaves {below} level(s) below" if below else ""),
+        {"depth": depth, "bound": bound, "subgroup_levels": below},
     ))
 
     empty = [str(f.relative_to(root)) for f, t in texts.items()
-             if not primary_rows(t) and not re.search(rf"{SECTION_SUBGROUPS} \(\d+\)\n\n- \[", t)]
+             if not rows[f] and not re.search(rf"{SECTION_SUBGROUPS} \(\d+\)\n\n- \[", t)]
     outcomes.append(CheckOutcome(
         "no_empty_cluster", not empty, True,
         "every nav file lists documents or sub-groups" if not empty else f"empty: {empty[:5]}",
         {"empty": len(empty)},
     ))
 
-    clashes = []
-    for folder in {f.parent.parent for f in files}:
-        names = [f.parent.name for f in files if f.parent.parent == folder]
-        lowered = Counter(n.lower() for n in names)
-        clashes += [f"{folder.relative_to(root)}/{n}" for n, c in lowered.items() if c > 1]
+    siblings: dict[Path, Counter] = defaultdict(Counter)  # folder -> its sub-folders' names, lowered
+    for f in files:
+        siblings[f.parent.parent][f.parent.name.lower()] += 1
+    clashes = [f"{folder.relative_to(root)}/{n}" for folder, names in siblings.items()
+               for n, c in names.items() if c > 1]
     outcomes.append(CheckOutcome(
         "sibling_labels_unique", not clashes, True,
         "labels are unique among siblings" if not clashes else f"clashing labels: {clashes[:5]}",
     ))
-    outcomes.append(_term_index_rows(root, {str(f.relative_to(root).as_posix()): len(primary_rows(t))
-                                            for f, t in texts.items()}))
+    outcomes.append(_term_index_rows(root, {f.relative_to(root).as_posix(): len(found) for f, found in rows.items()}))
     return outcomes
 
 

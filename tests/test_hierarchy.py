@@ -1,13 +1,20 @@
-"""Hierarchy math and verify-and-repartition on hand-built clusters."""
+"""Hierarchy math and verify-and-repartition on hand-built clusters; K-Means, exact and blocked,
+on real embeddings of the bundled sample corpus."""
+
+import math
 
 import numpy as np
 import pytest
+from sklearn.cluster import KMeans
 
+from c2s_core.encoder import Encoder
 from c2s_pipeline import hierarchy
 from c2s_pipeline.assets.levels import apply_verdicts
 from c2s_core.frontmatter import frontmatter_problems, render_frontmatter
 from c2s_core.llm.schemas import Move, RepartitionVerdict
 from c2s_pipeline.forest import safe_name
+
+from .conftest import SAMPLE_CORPUS
 
 
 def blobs(centres, per, seed=0):
@@ -26,6 +33,90 @@ def test_kmeans_recovers_separated_topics_with_ceil_n_over_p_clusters():
     assert labels[0] == 0  # numbered by first appearance
 
 
+PASSAGES = 600  # enough for a blocked K-Means, few enough to embed in seconds on two cores
+
+
+@pytest.fixture(scope="module")
+def passages() -> np.ndarray:
+    """Paragraphs of the bundled sample corpus (every other one of its 1,378 longer than 80
+    characters, 600 in all), embedded by the bundled encoder: real text, real topic structure."""
+    texts = [p.strip() for f in sorted(SAMPLE_CORPUS.rglob("*.md")) for p in f.read_text(encoding="utf-8").split("\n\n")
+             if len(p.strip()) > 80 and not p.strip().startswith("#")]
+    assert len(texts) >= 2 * PASSAGES
+    return Encoder().encode(texts[::2][:PASSAGES])
+
+
+def _groups(labels: np.ndarray) -> list[list[int]]:
+    return [np.flatnonzero(labels == c).tolist() for c in range(int(labels.max()) + 1)]
+
+
+def _numbered_by_first_appearance(labels: np.ndarray) -> bool:
+    first = list(dict.fromkeys(labels.tolist()))
+    return first == list(range(len(first)))
+
+
+def test_kmeans_below_the_threshold_is_one_exact_kmeans(passages, monkeypatch):
+    def refuse(*args):
+        raise AssertionError("blocked K-Means ran below the threshold")
+
+    monkeypatch.setattr(hierarchy, "blocked_kmeans", refuse)
+    assert len(passages) <= hierarchy.EXACT_KMEANS_ITEMS
+    k = hierarchy.cluster_count(len(passages), 10)
+    labels = hierarchy.kmeans(passages, k)
+    raw = KMeans(n_clusters=k, n_init=3, random_state=hierarchy.SEED).fit_predict(hierarchy.normalise(passages))
+    # The same partition as sklearn's, only renumbered by first appearance.
+    assert {frozenset(g) for g in _groups(labels)} == {frozenset(np.flatnonzero(raw == c).tolist()) for c in range(k)}
+    assert _numbered_by_first_appearance(labels)
+
+
+def test_blocked_kmeans_above_the_threshold_keeps_ceil_n_over_p_groups(passages, monkeypatch):
+    monkeypatch.setattr(hierarchy, "EXACT_KMEANS_ITEMS", 200)
+    calls = []
+    blocked = hierarchy.blocked_kmeans
+    monkeypatch.setattr(hierarchy, "blocked_kmeans", lambda *a: calls.append(a) or blocked(*a))
+    k = hierarchy.cluster_count(len(passages), 10)
+    labels = hierarchy.kmeans(passages, k)
+    assert len(calls) == 1
+    assert labels.shape == (len(passages),)
+    assert sorted(set(labels.tolist())) == list(range(k))  # exactly k groups, none empty
+    assert sorted(i for g in _groups(labels) for i in g) == list(range(len(passages)))  # every item once
+    assert _numbered_by_first_appearance(labels)
+    assert np.array_equal(labels, hierarchy.kmeans(passages, k))  # deterministic
+
+
+def test_blocked_kmeans_is_about_as_cohesive_as_exact(passages):
+    unit = hierarchy.normalise(passages)
+    k = hierarchy.cluster_count(len(unit), 10)
+    exact = KMeans(n_clusters=k, n_init=3, random_state=hierarchy.SEED).fit_predict(unit)
+    blocked = hierarchy.blocked_kmeans(unit, k)
+    exact_cohesion = float(np.mean(hierarchy.cohesion(unit, _groups(exact))))
+    blocked_cohesion = float(np.mean(hierarchy.cohesion(unit, _groups(blocked))))
+    corpus = float((unit @ hierarchy.normalise(unit.mean(axis=0, keepdims=True))[0]).mean())
+    assert blocked_cohesion > corpus + 0.2  # clusters far tighter than the corpus as a whole
+    assert blocked_cohesion >= exact_cohesion - 0.01, (blocked_cohesion, exact_cohesion)
+
+
+def test_blocks_are_about_the_square_root_of_k():
+    assert [hierarchy.block_count(k) for k in (2, 3, 100, 2000, 5000)] == [2, 2, 10, 45, 71]
+
+
+@pytest.mark.parametrize("sizes, total, seats", [
+    ([10, 20, 30], 6, [1, 2, 3]),  # exact quotas
+    ([30, 30, 40], 4, [1, 1, 2]),  # quotas 1.2, 1.2, 1.6: the one seat left goes to the largest remainder
+    ([1, 1, 98], 10, [1, 1, 8]),  # tiny blocks get their one seat, taken from the others
+    ([5, 5, 5], 15, [5, 5, 5]),  # one seat per item at most
+    ([400, 7, 90, 3], 50, [39, 1, 9, 1]),
+])
+def test_apportion_by_largest_remainder(sizes, total, seats):
+    assert hierarchy.apportion(sizes, total) == seats
+
+
+@pytest.mark.parametrize("sizes, total", [([1, 1, 1], 2), ([2, 2], 5)])
+def test_apportion_refuses_what_cannot_be_seated(sizes, total):
+    with pytest.raises(ValueError, match="cannot apportion"):
+        hierarchy.apportion(sizes, total)
+
+
 def test_soft_assignment_lists_items_near_a_second_centroid():
     vectors = blobs([0, 1], per=5)
     between = hierarchy.normalise(np.eye(16)[[0]] * 0.9 + np.eye(16)[[1]])
@@ -35,6 +126,23 @@ def test_soft_assignment_lists_items_near_a_second_centroid():
     assert [p.runner_up for p in placed if p.runner_up is not None] == [1]
     assert placed[10].primary == 0 and placed[10].runner_up == 1
     assert all(p.runner_up is None for p in hierarchy.place(vectors, groups, tau=0.0))
+
+
+def test_placement_and_similar_pairs_in_blocks_match_one_product(passages, monkeypatch):
+    """Similarities taken a few rows at a time (memory bounded on large levels) give the
+    placements and nearest pairs of the whole matrix at once."""
+    k = hierarchy.cluster_count(len(passages), 10)
+    groups = _groups(hierarchy.kmeans(passages, k))
+    whole = hierarchy.place(passages, groups, tau=0.05)
+    whole_pairs = hierarchy.similar_pairs(passages, groups)
+    assert any(p.runner_up is not None for p in whole) and len(whole_pairs) >= k
+    monkeypatch.setattr(hierarchy, "SIMILARITY_BLOCK_FLOATS", 7 * k + 3)  # blocks of 7 rows, the last shorter
+    blocked = hierarchy.place(passages, groups, tau=0.05)
+    assert [(p.item, p.primary, p.runner_up) for p in blocked] == [(p.item, p.primary, p.runner_up) for p in whole]
+    assert np.allclose([p.similarity for p in blocked], [p.similarity for p in whole], atol=1e-6)
+    pairs = hierarchy.similar_pairs(passages, groups)
+    assert {(a, b) for a, b, _ in pairs} == {(a, b) for a, b, _ in whole_pairs}
+    assert np.allclose([s for _, _, s in pairs], [s for _, _, s in whole_pairs], atol=1e-6)
 
 
 def test_proximity_batches_respect_the_limit_and_cover_every_cluster():

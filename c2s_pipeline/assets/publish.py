@@ -7,6 +7,7 @@ import re
 import shutil
 import time
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -24,13 +25,14 @@ from c2s_core.llm.base import TASKS, usage_sum
 from c2s_core.llm.schemas import Entities, EntitiesInput
 from c2s_core.atomic_publish import OutputError, publish, staging_dir
 from c2s_core.navrows import DocCard, doc_stub, group_stub
-from ..render import NodeExtras, render_node
+from ..render import NodeExtras, render_node, rows_fit
 from ..resources import EncoderResource, LLMResource, WorkspaceResource
 from c2s_core.search_index import SearchIndex, write_search_index
 from ..storage import publish_tree, s3_client
 from c2s_core.term_index import TITLE_MARK, build_term_index, parse_term_index
 from c2s_core.text import clip, sha256_hex
 from ..forest import Forest, Node, build_forest
+from ..subgroups import SUBGROUPS_FILE, split_crowded, stub_home, subgroup_rows
 from ..validate import check_tree
 from ..recipe import MAX_LEVELS, STAGED_TREE_CHECKS
 from ._stage import SELF_DESCRIBED, Stage, markdown_table
@@ -131,29 +133,64 @@ def _texts(art: CorpusArtifacts) -> dict[str, str]:
 
 def _extras(forest: Forest, art: CorpusArtifacts, cards: dict[str, DocCard], vectors: np.ndarray) -> dict[str, NodeExtras]:
     extras = {n.node_id: NodeExtras() for n in forest.nodes()}
-    doc_leaf = {d: n for n in forest.nodes() if n.level == 1 for d in n.members}
+    doc_leaf = {d: n for n in forest.nodes() if n.is_leaf for d in n.members}
+    row = _doc_rows(art)
+    centroids: dict[str, np.ndarray] = {}
+
+    def centroid(node: Node) -> np.ndarray:
+        if node.node_id not in centroids:
+            centre = vectors[[row[d] for d in node.documents()]].mean(axis=0)
+            centroids[node.node_id] = centre / (np.linalg.norm(centre) or 1.0)
+        return centroids[node.node_id]
+
     for level in art.used_levels():
         for item, runner_up in art.final_placements(level).filter(pl.col("runner_up").is_not_null()).select(
                 "item_id", "runner_up").iter_rows():
             if level == 1:
-                extras[runner_up].see_also.append(doc_stub(cards[item], doc_leaf[item].nav_file))
+                home = stub_home(forest.by_id[runner_up], vectors[row[item]], centroid)
+                extras[home.node_id].see_also.append(doc_stub(cards[item], doc_leaf[item].nav_file))
             else:
                 extras[runner_up].see_also.append(group_stub(forest.by_id[item]))
-    docs = art.read_table("documents.parquet")["doc_id"].to_list()
-    row = {d: i for i, d in enumerate(docs)}
     for node in forest.nodes():
-        if node.level > 1:
-            ids = node.documents()
-            block = vectors[[row[d] for d in ids]]
-            centre = block.mean(axis=0)
-            centre /= np.linalg.norm(centre) or 1.0
-            extras[node.node_id].examples = [ids[i] for i in np.argsort(-(block @ centre), kind="stable")[:EXEMPLARS]]
+        if not node.is_leaf:
+            extras[node.node_id].examples = _exemplars(node, vectors, row)
     found = art.read_table("entities.parquet")
     ents = dict(zip(found["node_id"], found["entities"]))
     for skill_id, related in art.read_json("related.json").items():
         extras[skill_id].related = [(node_id, shared) for node_id, shared, _ in related]
         extras[skill_id].entities = list(ents[skill_id])[:SKILL_ENTITIES_SHOWN]
     return extras
+
+
+def _doc_rows(art: CorpusArtifacts) -> dict[str, int]:
+    """Doc id -> its row in doc_vectors.npy (documents.parquet order)."""
+    return {d: i for i, d in enumerate(art.read_table("documents.parquet")["doc_id"].to_list())}
+
+
+def _exemplars(node: Node, vectors: np.ndarray, row: dict[str, int]) -> list[str]:
+    """The documents below ``node`` nearest its centroid."""
+    ids = node.documents()
+    block = vectors[[row[d] for d in ids]]
+    centre = block.mean(axis=0)
+    centre /= np.linalg.norm(centre) or 1.0
+    return [ids[i] for i in np.argsort(-(block @ centre), kind="stable")[:EXEMPLARS]]
+
+
+def _split_crowded_leaves(forest: Forest, art: CorpusArtifacts, cards: dict[str, DocCard], vectors: np.ndarray,
+                          p: int, previous: dict[str, str] | None) -> tuple[dict[str, NodeExtras], list[Node]]:
+    """Split the leaves whose rows do not fit one nav file into sub-groups (:mod:`..subgroups`);
+    the forest's extras after the split (documents' canonical places and stubs moved with it)."""
+    row = _doc_rows(art)
+    extras = _extras(forest, art, cards, vectors)
+
+    def fits(node: Node) -> bool:
+        known = extras.get(node.node_id, NodeExtras())
+        # A node split just now shows example documents, as every node with sub-groups does.
+        planned = known if node.is_leaf else replace(known, examples=_exemplars(node, vectors, row))
+        return rows_fit(node, cards, planned, forest)
+
+    made = split_crowded(forest, cards, vectors, row, p, fits, previous)
+    return (_extras(forest, art, cards, vectors) if made else extras), made
 
 
 def _entity_index(forest: Forest, art: CorpusArtifacts) -> dict[str, list[dict]]:
@@ -171,10 +208,12 @@ def staged_tree(stage: Stage, workspace: WorkspaceResource, llm: LLMResource, en
     context = stage.context
     spec, art = stage.corpus, stage.artifacts
     mode = incremental.RunMode.load(art)
-    forest = build_forest(art, incremental.previous_names(art) if mode.incremental else None)
+    names = incremental.previous_names(art) if mode.incremental else None
+    forest = build_forest(art, names)
     cards = read_cards(art)
     vectors = art.read_matrix("doc_vectors.npy")
-    extras = _extras(forest, art, cards, vectors)
+    extras, subgroups = _split_crowded_leaves(forest, art, cards, vectors, spec.p, names)
+    art.write_json(SUBGROUPS_FILE, subgroup_rows(subgroups))
     staged = staging_dir(Path(spec.out))
     try:
         files = {n.nav_file: render_node(n, cards, extras[n.node_id], forest) for n in forest.nodes()}
@@ -187,7 +226,7 @@ def staged_tree(stage: Stage, workspace: WorkspaceResource, llm: LLMResource, en
         docs = art.read_table("documents.parquet")
         texts = dict(zip(docs["doc_id"], docs["text"]))
         terms_text = build_term_index((n.nav_file, ((cards[d].title, texts[d]) for d in n.members))
-                                      for n in forest.nodes() if n.level == 1)
+                                      for n in forest.nodes() if n.is_leaf)
         (staged / TERM_INDEX_FILE).write_text(terms_text, encoding="utf-8")
         write_document_store(staged / DOCUMENT_STORE_FILE, (
             StoredDocument(d, cards[d].title, text, h, src)
@@ -243,7 +282,8 @@ def staged_tree(stage: Stage, workspace: WorkspaceResource, llm: LLMResource, en
         {"staged": MetadataValue.path(str(staged)), "build_mode": mode.mode, "build_reason": mode.reason,
          **mode.counts(), **({"llm_calls_saved": saved} if saved is not None else {}),
          "nav_files": stats["nav_files"], "largest_nav_bytes": stats["nav_bytes"]["max"],
-         "p95_nav_bytes": stats["nav_bytes"]["p95"], **navigability_metadata(manifest[NAVIGABILITY]),
+         "p95_nav_bytes": stats["nav_bytes"]["p95"], "subgroups": len(subgroups),
+         **navigability_metadata(manifest[NAVIGABILITY]),
          "navigability_seconds": MetadataValue.float(manifest["stages"]["staged_tree"]["navigability_seconds"])},
         check_results=check_results,
     )
@@ -371,7 +411,7 @@ def build_manifest(spec, art: CorpusArtifacts, forest: Forest, files: dict[str, 
         "stages": records,
         "skills": [{"name": s.name, "path": s.nav_file, "documents": s.size, "description": s.description}
                    for s in sorted(forest.skills, key=lambda s: s.name)],
-        "doc_paths": {d: n.nav_file for n in forest.nodes() if n.level == 1 for d in sorted(n.members)},
+        "doc_paths": {d: n.nav_file for n in forest.nodes() if n.is_leaf for d in sorted(n.members)},
         "rejected": art.read_table("rejected.parquet").to_dicts(),
         "duplicates": art.read_table("duplicates.parquet").to_dicts(),
     }

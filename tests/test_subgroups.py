@@ -1,0 +1,188 @@
+"""Crowded leaves: a level-1 cluster of near-identical documents, too many to list in one nav file,
+is split into sub-groups. The corpus is part of the bundled sample corpus plus one of its real
+articles published once per country (the way generated reference pages are): K-Means puts those
+near-duplicates in one cluster, whose rows would take its INDEX.md past the size design."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from c2s_agent.offline_navigator import navigate
+from c2s_agent.tools import TreeTools
+from c2s_core.frontmatter import parse_frontmatter
+from c2s_core.encoder import Encoder
+from c2s_core.layout import INDEX_FILE, SECTION_DOCUMENTS, SECTION_SUBGROUPS, SKILLS_DIR
+from c2s_core.navigation.scoring import embedder
+from c2s_core.navrows import ROW_STYLES, DocCard, doc_row
+from c2s_core.tree import Tree
+from c2s_core.view import tree_data
+from c2s_pipeline.artifacts import CorpusArtifacts
+from c2s_pipeline.cards import read_cards
+from c2s_pipeline.diagnostics import TreeInputs
+from c2s_pipeline.diagnostics import navigate as probe_navigate
+from c2s_pipeline.forest import Forest, Node, assign_names
+from c2s_pipeline.render import NAV_FILE_TARGET_BYTES, NodeExtras, render_node, rows_fit
+from c2s_pipeline.subgroups import SUBGROUP_LEVEL, SUBGROUPS_FILE, distinctive_terms, partition, split_crowded
+from c2s_pipeline.tree_view import CompiledView
+from c2s_pipeline.validate import check_tree, nav_files, primary_rows
+
+from .conftest import SAMPLE_CORPUS, compile_into
+
+FOLDERS = ("plans-and-billing", "security-and-legal", "account-and-sign-in", "team-and-permissions", "clients",
+           "calendar-sync")
+ARTICLE = "plans-and-billing/how-tax-is-calculated-on-your-subscription.md"
+COUNTRIES = ("Austria Belgium Bulgaria Croatia Cyprus Czechia Denmark Estonia Finland France Germany Greece Hungary "
+             "Ireland Italy Latvia Lithuania Luxembourg Malta Netherlands Poland Portugal Romania Slovakia Slovenia "
+             "Spain Sweden Norway Iceland Switzerland Liechtenstein Albania Serbia Montenegro Moldova Ukraine Georgia "
+             "Armenia Turkey Israel").split()
+
+
+def crowded_corpus(root: Path) -> Path:
+    for folder in FOLDERS:
+        for path in sorted((SAMPLE_CORPUS / folder).glob("*.md")):
+            (root / folder).mkdir(parents=True, exist_ok=True)
+            (root / folder / path.name).write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+    title, _, body = (SAMPLE_CORPUS / ARTICLE).read_text(encoding="utf-8").partition("\n")
+    (root / "tax-by-country").mkdir()
+    for country in COUNTRIES:
+        (root / "tax-by-country" / f"tax-{country.lower()}.md").write_text(
+            f"{title} in {country}\n\nThis page covers Tidewell subscriptions billed to a business address in "
+            f"{country}.\n{body}", encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def crowded(dagster_home, tmp_path_factory):
+    return compile_into(dagster_home, "crowded", crowded_corpus(tmp_path_factory.mktemp("crowded-corpus")))
+
+
+@pytest.fixture(scope="module")
+def split(crowded):
+    """The nav files of the tree by path, and its split leaves: path -> (level, sub-group paths)."""
+    texts = {f.relative_to(crowded.out).as_posix(): f.read_text(encoding="utf-8") for f in nav_files(crowded.out)}
+    levels = {path: parse_frontmatter(text)["metadata"]["level"] for path, text in texts.items()}
+    parents = {path: [p for p in texts if p.rsplit("/", 2)[0] == path.rsplit("/", 1)[0] and levels[p] == SUBGROUP_LEVEL]
+               for path, text in texts.items() if levels[path] == 1 and SECTION_SUBGROUPS in text}
+    return texts, levels, parents
+
+
+def test_a_crowded_leaf_lists_sub_groups_in_child_folders(crowded, split):
+    texts, levels, parents = split
+    assert parents, "no level-1 cluster was split"
+    art = CorpusArtifacts(crowded.home / "artifacts" / "crowded")
+    cards = read_cards(art)
+    recorded = art.read_json(SUBGROUPS_FILE)
+    for path, children in parents.items():
+        assert len(children) >= 2 and all(c.endswith(f"/{INDEX_FILE}") for c in children)
+        assert SECTION_DOCUMENTS not in texts[path]
+        below = [d for c in children for d in primary_rows(texts[c])]
+        # It was crowded: its documents' rows alone, in the leanest style, exceed the size design.
+        lean = sum(len(doc_row(cards[d], ROW_STYLES[-1]).encode()) + 1 for d in below)
+        assert lean > NAV_FILE_TARGET_BYTES
+        assert parse_frontmatter(texts[path])["metadata"]["documents"] == len(below)
+    # The compile keeps the sub-groups it made beside its artifacts: one per level-0 nav file.
+    assert len(recorded) == sum(level == SUBGROUP_LEVEL for level in levels.values())
+    # The near-duplicates are what crowded it, and each sub-group is named by what sets it apart.
+    split_docs = {d for children in parents.values() for c in children for d in primary_rows(texts[c])}
+    assert sum(d.startswith("tax-by-country/") for d in split_docs) >= 0.9 * len(COUNTRIES)
+    names = [c.rsplit("/", 2)[1] for children in parents.values() for c in children]
+    assert len(set(names)) == len(names) and not any(n.startswith("part-") for n in names)
+
+
+def test_every_document_is_listed_once_and_every_nav_file_fits(crowded, split):
+    texts, _, _ = split
+    listed = Counter(d for text in texts.values() for d in primary_rows(text))
+    assert set(listed) == set(crowded.manifest["doc_paths"]) and set(listed.values()) == {1}
+    assert len(listed) == crowded.manifest["stats"]["documents"]["accepted"]
+    oversize = {p: len(t.encode()) for p, t in texts.items() if len(t.encode()) > NAV_FILE_TARGET_BYTES}
+    assert not oversize
+    # Documents' canonical places are the sub-groups that list them.
+    for doc_id, path in crowded.manifest["doc_paths"].items():
+        assert doc_id in primary_rows(texts[path])
+
+
+def test_the_checks_pass_and_count_the_sub_group_level(crowded, split):
+    _, _, parents = split
+    outcomes = {o.name: o for o in check_tree(crowded.out, list(crowded.manifest["doc_paths"]), 10)}
+    assert all(o.passed for o in outcomes.values() if o.blocking), [o for o in outcomes.values() if not o.passed]
+    assert outcomes["depth_within_bound"].metadata["subgroup_levels"] >= 1
+    assert all(check["passed"] for name, check in crowded.manifest["checks"].items() if name != "nav_file_sizes")
+
+
+def test_the_navigator_finds_a_document_inside_a_sub_group(crowded, split):
+    _, _, parents = split
+    for country in ("Croatia", "Lithuania", "Israel"):
+        doc_id = f"tax-by-country/tax-{country.lower()}.md"
+        home = crowded.manifest["doc_paths"][doc_id]
+        assert any(home in children for children in parents.values())
+        reply = navigate(f"How is tax calculated on my subscription in {country}?", TreeTools(crowded.out), route=False)
+        assert reply.fetched[0] == doc_id, (country, reply.fetched[:5])
+        assert home in reply.visited
+
+
+def test_the_probe_and_the_html_view_see_the_published_shape(crowded, split):
+    texts, _, parents = split
+    tree = TreeInputs.load(CorpusArtifacts(crowded.home / "artifacts" / "crowded"), crowded.out)
+    assert set(tree.nav_files) == set(texts)
+    assert tree.nav_files == texts
+    view = CompiledView(tree.nav_files, {d: c.title for d, c in tree.cards.items()},
+                        dict(zip(tree.doc_ids, tree.texts)), tree.term_index)
+    _, ranking = probe_navigate(view, embedder(), "How is tax calculated on my subscription in Croatia?")
+    assert ranking.ranked[0] == "tax-by-country/tax-croatia.md"
+    assert any(leaf.path in children for leaf in ranking.leaves for children in parents.values())
+    data = tree_data(Tree(crowded.out))
+    assert data["counts"]["doc"] == len(crowded.manifest["doc_paths"])
+    assert data["counts"]["group"] + data["counts"]["skill"] == len(texts)
+
+
+def test_a_leaf_of_hundreds_takes_fewer_larger_sub_groups_that_all_fit():
+    """320 near-duplicates (the article per country and plan): ceil(n/p) = 32 sub-group rows would
+    not fit the leaf's own file, so it takes fewer, larger sub-groups, each of which fits."""
+    title, _, body = (SAMPLE_CORPUS / ARTICLE).read_text(encoding="utf-8").partition("\n")
+    lead = body.strip().split("\n")[0]
+    plans = ("Starter", "Solo", "Team", "Studio", "Clinic", "Business", "Enterprise", "Nonprofit")
+    cards, texts = {}, []
+    for country in COUNTRIES:
+        for plan in plans:
+            doc_id = f"tax/{country.lower()}-{plan.lower()}.md"
+            heading = f"{title.lstrip('# ')} on the {plan} plan in {country}"
+            cards[doc_id] = DocCard(doc_id, heading, f"For {plan} plan subscriptions billed to {country}.", [], [])
+            texts.append(f"{heading}. {lead}")
+    docs = list(cards)
+    leaf = Node("L1-0000", 1, "Tax, calculated, subscription", "Tax on subscriptions", "Key terms: tax.", "tax",
+                [], len(docs), docs)
+    forest = Forest([leaf], {leaf.node_id: leaf}, 1)
+    assign_names([leaf], SKILLS_DIR, {})
+    fits = lambda node: rows_fit(node, cards, NodeExtras(), forest)  # noqa: E731
+    assert not fits(leaf)
+    made = split_crowded(forest, cards, Encoder().encode(texts), {d: i for i, d in enumerate(docs)}, 10, fits)
+    assert 2 <= len(leaf.children) < math.ceil(len(docs) / 10)
+    assert len(made) == sum(1 for n in forest.nodes() if n.level == SUBGROUP_LEVEL)
+    assert sorted(d for n in forest.nodes() if n.is_leaf for d in n.members) == sorted(docs)
+    sizes = [len(render_node(n, cards, NodeExtras(), forest).encode()) for n in forest.nodes()]
+    assert max(sizes) <= NAV_FILE_TARGET_BYTES
+    # A sub-group still crowded split again, but the levels stay few: ~p^2 documents a level.
+    assert max(n.depth for n in forest.nodes()) - leaf.depth <= 2
+
+
+def test_partition_never_returns_the_whole_even_for_identical_vectors():
+    unit = np.tile(np.eye(8, dtype=np.float32)[0], (30, 1))
+    parts = partition(unit, 3)
+    assert len(parts) >= 2 and all(len(p) < len(unit) for p in parts)
+    assert sorted(i for p in parts for i in p) == list(range(len(unit)))
+
+
+def test_distinctive_terms_skip_words_most_parts_share_and_words_already_said():
+    def card(title: str) -> DocCard:
+        return DocCard(title, title, "", [])
+
+    parts = [[card("Tax in Croatia"), card("Tax in Serbia")], [card("Tax in Kenya"), card("Tax in Ghana")],
+             [card("Tax in Japan"), card("Refund policy")]]
+    terms = distinctive_terms(parts, said={"refund"})
+    assert terms[0] == ["croatia", "serbia"] and terms[1] == ["ghana", "kenya"]
+    assert terms[2] == ["japan", "policy"]  # "tax" is in every part, "refund" said already
