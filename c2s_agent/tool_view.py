@@ -25,7 +25,8 @@ DOC_ROW_PATTERN = r"^- `[^`]+` \*\*"  # a leaf's document rows (its @see stubs s
 class ToolView:
     """Reads a tree as an agent does: ``grep -rih '\\<TERM' <folder> | wc -l`` for counts, ``ls``
     for a node's children, ``grep -E '^(## |- )'`` for a leaf's rows, grep over
-    term_index.txt, ``get_document`` for a document."""
+    term_index.txt, ``get_document`` for a document; a round's commands joined with ``;`` into
+    as few calls as fit."""
 
     def __init__(self, tools: TreeTools):
         self.tools = tools
@@ -49,15 +50,19 @@ class ToolView:
         return found
 
     def read_rows(self, nav_files: list[str]) -> dict[str, NavFile]:
-        # The rows and their section headings of several files in one grep, each line prefixed
-        # with its file: the node's own description was on its parent's row, so the frontmatter
+        # The rows and their section headings of several files in one call, each file's after a
+        # line naming it (``ls FILE`` prints the path once, where ``grep -H`` would prefix every
+        # row with it): the node's own description was on its parent's row, so the frontmatter
         # and summary prose add bytes, not choices.
         lines: dict[str, list[str]] = {path: [] for path in nav_files}
-        for _, out in self._calls(nav_files, "grep -H -E '^(## |- )' ", " ", quoted=True):
+        pipelines = [f"ls {q}; grep -E '^(## |- )' {q}" for q in map(shlex.quote, nav_files)]
+        for _, out in self._calls(pipelines, "", "; "):
+            current = None
             for line in out.split("\n"):
-                path, sep, rest = line.partition(":")
-                if sep and path in lines:
-                    lines[path].append(rest)
+                if line in lines:
+                    current = line
+                elif current and line.startswith(("## ", "- ")):  # (error lines come last)
+                    lines[current].append(line)
         return {path: parse_nav_file("\n".join(rows) + "\n", path)
                 for path, rows in lines.items() if rows and rows[0].startswith("## ")}
 

@@ -545,7 +545,7 @@ def test_inner_nodes_are_listed_and_only_leaves_are_read(searchable):
     commands = [c.input["command"] for c in result.trace if c.tool == "code_execution"]
     assert not any(c.startswith("cat ") for c in commands)
     assert any(c.startswith("ls skills/") for c in commands)
-    read = [f for c in commands if c.startswith("grep -H -E '^(## |- )'") for f in shlex.split(c)[4:]]
+    read = [part.split()[-1] for c in commands for part in c.split("; ") if part.startswith("grep -E '^(## |- )'")]
     assert read and all((searchable / f).read_text().count("## Documents") == 1 for f in read)
     assert "refund-policy" in result.fetched[:3]
 
@@ -570,7 +570,7 @@ def test_a_reply_cut_to_the_output_cap_is_asked_again_in_halves(tree):
 
     leaves = sorted(p.relative_to(tree).as_posix() for p in tree.glob("skills/*/*/INDEX.md"))
     wide = ToolView(TreeTools(tree, max_output_bytes=256 * 1024)).read_rows(leaves)
-    one = max(len(TreeTools(tree).code_execution(f"grep -H -E '^(## |- )' {leaf}").encode()) for leaf in leaves)
+    one = max(len(TreeTools(tree).code_execution(f"ls {leaf}; grep -E '^(## |- )' {leaf}").encode()) for leaf in leaves)
     narrow_tools = TreeTools(tree, max_output_bytes=one + 64)  # one leaf's rows fit, not both
     narrow = ToolView(narrow_tools).read_rows(leaves)
     assert len(wide) == len(leaves) == 2 and narrow == wide
