@@ -3,9 +3,9 @@
     OUT/skills/<skill-name>/SKILL.md                 one per top-level cluster
     OUT/skills/<skill-name>/<group-name>/INDEX.md    one per deeper cluster (nested)
     OUT/skills/.../<leaf-name>/<part-name>/INDEX.md  a leaf too crowded for one nav file lists sub-groups
-                                                     (frontmatter level 0) instead of documents, one
-                                                     folder below it (again below a sub-group still
-                                                     crowded); they list the documents
+                                                     instead of documents, one folder below it (again
+                                                     below a sub-group still crowded), frontmatter
+                                                     ``subgroup: true``; they list the documents
     OUT/entity_index.json                            entity → [{path, mentions}], most mentions first
     OUT/term_index.txt                               body term → the leaves whose documents use it
     OUT/documents.sqlite                             full texts, random access by doc_id
@@ -16,7 +16,8 @@
                                                      and docs.json (ids, titles, nav files, tokenizer, encoder)
 
 A nav file lists either sub-groups (``## Sub-groups``) or documents (``## Documents``): a reader
-tells a leaf by its rows, not by its depth or level.
+tells a leaf by its rows. The frontmatter's ``level`` is the node's height (1: it lists documents),
+so a skill's says how many steps its deepest documents lie below it.
 
 Paths inside the tree (in manifest.json, entity_index.json and ``@see`` stubs) are POSIX paths
 relative to OUT, e.g. ``skills/billing/refunds/INDEX.md``.

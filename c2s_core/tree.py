@@ -26,7 +26,7 @@ class Skill:
     description: str
     path: str  # skills/<name>/SKILL.md, relative to the tree root
     documents: int
-    level: int = 0  # its height in the tree (1: it lists documents, or a crowded leaf's sub-groups); 0: not recorded
+    level: int = 0  # its height in the tree (1: it lists documents itself); 0: not recorded
 
 
 class Tree:

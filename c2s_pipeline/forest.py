@@ -10,6 +10,7 @@ from c2s_core.layout import INDEX_FILE, SKILL_FILE, SKILLS_DIR
 from c2s_core.text import slugify
 
 MAX_NAME = 50
+SUBGROUP_LEVEL = 0  # the level of a crowded leaf's sub-groups (c2s_pipeline.subgroups), below level 1
 _RESERVED = re.compile(r"anthropic|claude")  # words Agent Skills names may not contain
 
 
@@ -38,6 +39,16 @@ class Node:
         """Lists documents itself: a level-1 cluster, or a sub-group of a crowded one
         (:mod:`.subgroups`); a level-1 cluster split into sub-groups is not a leaf."""
         return not self.children
+
+    @property
+    def is_subgroup(self) -> bool:
+        return self.level == SUBGROUP_LEVEL
+
+    @property
+    def height(self) -> int:
+        """Steps down to the documents (1: lists them). A cluster's level, except above a
+        crowded leaf split into sub-groups, whose branch is that much deeper."""
+        return 1 if self.is_leaf else 1 + max(child.height for child in self.children)
 
     @property
     def nav_file(self) -> str:

@@ -82,7 +82,11 @@ def rows_fit(node: Node, cards: dict[str, DocCard], extras: NodeExtras, forest: 
 def _frame(node: Node, extras: NodeExtras, forest: Forest) -> tuple[list[str], list[str], list[str]]:
     """What a nav file holds beside its rows and examples: its head (frontmatter, title,
     summary, a skill's entities), ``@see`` stubs and a skill's related skills."""
-    metadata = {"level": node.level, "documents": node.size}
+    # The level shown is the node's height, which a navigator reads to know how far the
+    # documents are: a cluster's level, one more above a crowded leaf's sub-groups.
+    metadata = {"level": node.height, "documents": node.size}
+    if node.is_subgroup:
+        metadata["subgroup"] = True
     if node.is_skill:
         metadata["skill_path"] = node.dir
     head = [render_frontmatter(node.name, node.description, metadata), f"# {node.title}\n",

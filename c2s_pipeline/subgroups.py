@@ -6,7 +6,8 @@ whose INDEX.md would run to tens of KB even in the leanest row style. Such a lea
 rows :func:`~c2s_pipeline.render.rows_fit` says do not fit) lists sub-groups instead: K-Means
 over its members' vectors into ceil(n/p) sub-groups — fewer where their own rows would not fit
 the leaf's file — each a child folder with its own INDEX.md. A sub-group still crowded splits
-again. Sub-groups sit at level 0, below the level-1 cluster they divide; they are named from the
+again. Sub-groups sit at level 0, below the level-1 cluster they divide (their nav files say
+``subgroup: true``; the ``level`` a nav file shows is its height); they are named from the
 words that set their documents apart from their siblings' (:func:`distinctive_terms`), without
 an LLM call. The ``@see`` stubs soft assignment aimed at a split leaf go down to the sub-group
 nearest each document (:func:`stub_home`).
@@ -25,11 +26,10 @@ from sklearn.exceptions import ConvergenceWarning
 from c2s_core.navrows import DocCard
 from c2s_core.text import clip, content_tokens
 
-from .forest import Forest, Node, assign_names
+from .forest import SUBGROUP_LEVEL, Forest, Node, assign_names
 from .hierarchy import kmeans, normalise
 
 SUBGROUPS_FILE = "subgroups.json"  # the compile's artifact: the sub-groups of the staged tree
-SUBGROUP_LEVEL = 0
 MIN_SUBGROUPS = 2
 LABEL_TERMS = 3  # words in a sub-group's name and title
 KEY_TERMS = 8  # distinctive words kept per sub-group: its name's, then its key terms
@@ -146,7 +146,7 @@ def _said(node: Node | None) -> set[str]:
 def stub_home(node: Node, vector: np.ndarray, centroid: Callable[[Node], np.ndarray]) -> Node:
     """Where a document's ``@see`` stub aimed at ``node`` is listed: ``node``, or once it is split,
     the sub-group (down to a leaf) whose centroid is nearest the document's vector."""
-    while node.children and node.children[0].level == SUBGROUP_LEVEL:
+    while node.children and node.children[0].is_subgroup:
         sims = [float(centroid(c) @ vector) for c in node.children]
         node = node.children[int(np.argmax(sims))]
     return node

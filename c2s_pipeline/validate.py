@@ -13,11 +13,9 @@ from c2s_core.frontmatter import frontmatter_problems
 from c2s_core.layout import INDEX_FILE, SECTION_DOCUMENTS, SECTION_SUBGROUPS, SKILL_FILE, SKILLS_DIR, TERM_INDEX_FILE
 from c2s_core.term_index import parse_leaf_lines, parse_term_lines
 
-from .subgroups import SUBGROUP_LEVEL
-
 NAV_FILE_WARN_BYTES = 2048
 DOC_ROW = re.compile(r"^- `([^`]+)` \*\*", re.MULTILINE)
-_LEVEL = re.compile(r"^  level: (-?\d+)$", re.MULTILINE)  # in the frontmatter's metadata
+_SUBGROUP = re.compile(r"^  subgroup: true$", re.MULTILINE)  # in the frontmatter's metadata
 
 
 @dataclass
@@ -42,11 +40,9 @@ def primary_rows(text: str) -> list[str]:
     return DOC_ROW.findall(section)
 
 
-def _level(text: str) -> int | None:
-    """A nav file's level, from its frontmatter (None if it records none)."""
-    end = text.find("\n---\n", 4)
-    m = _LEVEL.search(text, 0, max(end, 0))
-    return int(m[1]) if m else None
+def _is_subgroup(text: str) -> bool:
+    """Whether a nav file's frontmatter marks it a crowded leaf's sub-group."""
+    return bool(_SUBGROUP.search(text, 0, max(text.find("\n---\n", 4), 0)))
 
 
 def check_tree(root: Path, doc_ids: list[str], p: int) -> list[CheckOutcome]:
@@ -90,9 +86,9 @@ def check_tree(root: Path, doc_ids: list[str], p: int) -> list[CheckOutcome]:
         {"largest_bytes": sizes[-1] if sizes else 0, "p95_bytes": p95, "over_2kb": len(over)},
     ))
 
-    # The bound is on the clustered levels; a crowded leaf's sub-groups (level 0) lie below it.
+    # The bound is on the clustered levels; a crowded leaf's sub-groups lie below it.
     depths = {f: len(f.relative_to(root / SKILLS_DIR).parts) - 1 for f in files}
-    depth = max((d for f, d in depths.items() if _level(texts[f]) != SUBGROUP_LEVEL), default=0)
+    depth = max((d for f, d in depths.items() if not _is_subgroup(texts[f])), default=0)
     below = max(depths.values(), default=0) - depth
     bound = math.ceil(math.log(max(len(doc_ids), 2), p)) + 1
     outcomes.append(CheckOutcome(

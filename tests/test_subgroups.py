@@ -27,7 +27,7 @@ from c2s_pipeline.diagnostics import TreeInputs
 from c2s_pipeline.diagnostics import navigate as probe_navigate
 from c2s_pipeline.forest import Forest, Node, assign_names
 from c2s_pipeline.render import NAV_FILE_TARGET_BYTES, NodeExtras, render_node, rows_fit
-from c2s_pipeline.subgroups import SUBGROUP_LEVEL, SUBGROUPS_FILE, distinctive_terms, partition, split_crowded
+from c2s_pipeline.subgroups import SUBGROUPS_FILE, distinctive_terms, partition, split_crowded
 from c2s_pipeline.tree_view import CompiledView
 from c2s_pipeline.validate import check_tree, nav_files, primary_rows
 
@@ -63,16 +63,21 @@ def crowded(dagster_home, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def split(crowded):
-    """The nav files of the tree by path, and its split leaves: path -> (level, sub-group paths)."""
+    """The nav files of the tree by path, their frontmatter metadata, and its split clusters:
+    nav file -> the nav files of its sub-groups."""
     texts = {f.relative_to(crowded.out).as_posix(): f.read_text(encoding="utf-8") for f in nav_files(crowded.out)}
-    levels = {path: parse_frontmatter(text)["metadata"]["level"] for path, text in texts.items()}
-    parents = {path: [p for p in texts if p.rsplit("/", 2)[0] == path.rsplit("/", 1)[0] and levels[p] == SUBGROUP_LEVEL]
-               for path, text in texts.items() if levels[path] == 1 and SECTION_SUBGROUPS in text}
-    return texts, levels, parents
+    meta = {path: parse_frontmatter(text)["metadata"] for path, text in texts.items()}
+    folders = {path.rsplit("/", 1)[0]: path for path in texts}
+    parents: dict[str, list[str]] = {}
+    for path in texts:
+        parent = folders.get(path.rsplit("/", 2)[0])  # none above a skill
+        if parent and meta[path].get("subgroup") and not meta[parent].get("subgroup"):
+            parents.setdefault(parent, []).append(path)
+    return texts, meta, parents
 
 
 def test_a_crowded_leaf_lists_sub_groups_in_child_folders(crowded, split):
-    texts, levels, parents = split
+    texts, meta, parents = split
     assert parents, "no level-1 cluster was split"
     art = CorpusArtifacts(crowded.home / "artifacts" / "crowded")
     cards = read_cards(art)
@@ -84,9 +89,14 @@ def test_a_crowded_leaf_lists_sub_groups_in_child_folders(crowded, split):
         # It was crowded: its documents' rows alone, in the leanest style, exceed the size design.
         lean = sum(len(doc_row(cards[d], ROW_STYLES[-1]).encode()) + 1 for d in below)
         assert lean > NAV_FILE_TARGET_BYTES
-        assert parse_frontmatter(texts[path])["metadata"]["documents"] == len(below)
-    # The compile keeps the sub-groups it made beside its artifacts: one per level-0 nav file.
-    assert len(recorded) == sum(level == SUBGROUP_LEVEL for level in levels.values())
+        assert meta[path]["documents"] == len(below)
+        # The level a nav file shows is its height: sub-groups list documents, the split cluster
+        # is one step above them, and its skill one more.
+        assert meta[path]["level"] == 2 and all(meta[c]["level"] == 1 for c in children)
+        skill = path.split("/")[:2]
+        assert meta["/".join([*skill, "SKILL.md"])]["level"] == 3
+    # The compile keeps the sub-groups it made beside its artifacts: one per sub-group nav file.
+    assert len(recorded) == sum(bool(m.get("subgroup")) for m in meta.values())
     # The near-duplicates are what crowded it, and each sub-group is named by what sets it apart.
     split_docs = {d for children in parents.values() for c in children for d in primary_rows(texts[c])}
     assert sum(d.startswith("tax-by-country/") for d in split_docs) >= 0.9 * len(COUNTRIES)
@@ -162,7 +172,7 @@ def test_a_leaf_of_hundreds_takes_fewer_larger_sub_groups_that_all_fit():
     assert not fits(leaf)
     made = split_crowded(forest, cards, Encoder().encode(texts), {d: i for i, d in enumerate(docs)}, 10, fits)
     assert 2 <= len(leaf.children) < math.ceil(len(docs) / 10)
-    assert len(made) == sum(1 for n in forest.nodes() if n.level == SUBGROUP_LEVEL)
+    assert len(made) == sum(1 for n in forest.nodes() if n.is_subgroup)
     assert sorted(d for n in forest.nodes() if n.is_leaf for d in n.members) == sorted(docs)
     sizes = [len(render_node(n, cards, NodeExtras(), forest).encode()) for n in forest.nodes()]
     assert max(sizes) <= NAV_FILE_TARGET_BYTES
