@@ -608,7 +608,8 @@ def test_shell_exit_status_follows_the_command(tmp_path):
     missing = runner.invoke(app, ["shell", "--tree", tree, "cat skills/alarm/SKILL.md nope.md"])
     assert missing.exit_code == 1 and "cat: nope.md: No such file or directory" in missing.output
     for command, message in (("cat /etc/passwd", "outside the tree"), ("rm -rf skills", "command not found"),
-                             ("grep -E '(' manifest.json", "invalid pattern"), ("ls; id", "refused"),
+                             ("grep -E '(' manifest.json", "invalid pattern"), ("ls; id", "command not found"),
+                             ("ls && id", "refused"),
                              ("grep -E 'a{20000}' manifest.json", "unrolls to")):
         res = runner.invoke(app, ["shell", "--tree", tree, command])
         assert res.exit_code == 2 and message in res.output, (command, res.output)
