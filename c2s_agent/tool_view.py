@@ -78,13 +78,16 @@ class ToolView:
         """The replies of ``pipelines`` run in order, joined with ';' into as few calls as fit."""
         return "\n".join(out for _, out in self._calls(pipelines, "", "; ") if out)
 
-    def _calls(self, items: list[str], command: str, sep: str, quoted: bool = False) -> list[tuple[list[str], str]]:
+    def _calls(self, items: list[str], command: str, sep: str, quoted: bool = False,
+               whole: Callable[[list[str], str], bool] = lambda batch, out: TRUNCATED not in out
+               ) -> list[tuple[list[str], str]]:
         """``command`` followed by ``items`` (``quoted``: as shell words) joined with ``sep``, in
-        as few calls as fit a command line: (the items of each call, its reply). A reply cut to
-        the output cap is asked again in halves, so no item's answer is lost to another's."""
+        as few calls as fit a command line: (the items of each call, its reply). A reply that is
+        not ``whole`` (by default: cut to the output cap) is asked again in halves, so no item's
+        answer is lost to another's."""
         def run(batch: list[str]) -> list[tuple[list[str], str]]:
             out = self.tools.code_execution(command + sep.join(map(shlex.quote, batch) if quoted else batch))
-            if TRUNCATED not in out or len(batch) == 1:
+            if len(batch) == 1 or whole(batch, out):
                 return [(batch, out)]
             half = len(batch) // 2
             return run(batch[:half]) + run(batch[half:])
@@ -93,22 +96,14 @@ class ToolView:
 
     def _one_line_each(self, pipelines: list[str], valid: Callable[[str], bool]) -> list[str]:
         """The one line each pipeline prints, as many pipelines joined with ';' in a call as fit
-        (``""`` where a pipeline printed nothing valid)."""
-        out: list[str] = []
-        for batch in _batches(pipelines, 0, "; "):
-            out += self._each(batch, valid)
-        return out
+        (``""`` where a pipeline printed nothing valid). A call whose lines do not pair one to one
+        with its pipelines (one printed nothing, or it stopped on its budgets) is asked again in halves."""
+        def paired(batch: list[str], out: str) -> bool:
+            lines = out.split("\n")
+            return len(lines) == len(batch) and all(valid(line.strip()) for line in lines)
 
-    def _each(self, pipelines: list[str], valid: Callable[[str], bool]) -> list[str]:
-        """One call's lines. When they do not pair one to one with the pipelines (one printed
-        nothing, or the call stopped on its budgets in a large tree), the halves are asked again."""
-        lines = self.tools.code_execution("; ".join(pipelines)).split("\n")
-        if len(lines) == len(pipelines) and all(valid(line.strip()) for line in lines):
-            return [line.strip() for line in lines]
-        if len(pipelines) == 1:
-            return [""]
-        half = len(pipelines) // 2
-        return self._each(pipelines[:half], valid) + self._each(pipelines[half:], valid)
+        return [line.strip() for batch, out in self._calls(pipelines, "", "; ", whole=paired)
+                for line in (out.split("\n") if paired(batch, out) else [""])]
 
     def term_lines(self, words: list[str]) -> dict[str, TermPostings]:
         # (a tree compiled without the index answers with an error line: no lines)
