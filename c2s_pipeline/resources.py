@@ -34,6 +34,11 @@ class WorkspaceResource(ConfigurableResource):
     def artifacts(self, name: str) -> CorpusArtifacts:
         return CorpusArtifacts(self.workspace.artifacts(name))
 
+    def teardown_after_execution(self, context: InitResourceContext) -> None:
+        # A step lets go of the SQLite cache when it ends, not whenever the garbage collector runs:
+        # a connection left open keeps the old WAL mapped and hides what later happens to the file.
+        if self._workspace is not None:
+            self._workspace.close()
 
 
 class LLMResource(ConfigurableResource):

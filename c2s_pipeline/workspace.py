@@ -134,6 +134,12 @@ class Workspace:
     def cache(self) -> ItemCache:
         return ItemCache(self.home / "cache.sqlite")
 
+    def close(self) -> None:
+        """Close the item cache if it was opened; a later ``cache`` opens it again."""
+        cache = self.__dict__.pop("cache", None)
+        if cache is not None:
+            cache.close()
+
     def ensure_instance_config(self) -> Path:
         """Give the home a dagster.yaml (the project's instance settings) if it has none."""
         self.home.mkdir(parents=True, exist_ok=True)
