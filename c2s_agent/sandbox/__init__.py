@@ -1,7 +1,7 @@
 """The agent's ``code_execution`` tool: a shell-like interpreter confined to a compiled tree.
 
 The agent browses the tree with the commands it knows from bash (ls, cat, head, tail, grep,
-find, wc, sort, uniq, pwd) joined by ``|`` pipes, several pipelines in one line joined by ``;``
+find, wc, sort, uniq, echo, pwd) joined by ``|`` pipes, several pipelines in one line joined by ``;``
 (run in order, one reply) and ``for`` loops over words (a program counting many things asks once)::
 
     sb = Sandbox("out/tree")
