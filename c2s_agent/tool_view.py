@@ -16,6 +16,7 @@ from c2s_core.term_index import (TermPostings, leaf_name_pattern, leaf_pattern, 
                                  term_pattern)
 
 from .sandbox import MAX_COMMANDS, MAX_LINE_CHARS, TRUNCATED
+from .sandbox.parsing import split_line
 from .tools import TreeTools, parse_document
 
 TERM_LEAVES_PER_GREP = 8  # leaf names (slugs of ≤50 characters) per pattern: the sandbox caps one at 512
@@ -38,15 +39,55 @@ class ToolView:
         return list(self._skills)
 
     def grep_counts(self, asked: list[tuple[str, str]]) -> list[int]:
-        # One pipeline per count, as many as fit joined with ';' in each call: a round's counts
-        # take a call or a few, not one each. A count that fails is 0, as a failed grep finds nothing.
-        out = self._one_line_each([count_pipeline(term, nav_file) for term, nav_file in asked], str.isdigit)
-        return [int(n) if n.isdigit() else 0 for n in out]
+        # Folders asked the same terms (a node's children, mostly) are counted by one loop, folders
+        # outside and terms inside, each printing one number a pair; as many loops as fit are
+        # joined with ';' in a call, so a round's counts take a call or two. A count that fails
+        # is 0, as a failed grep finds nothing.
+        by_folder: dict[str, list[str]] = {}
+        for term, nav_file in asked:
+            by_folder.setdefault(posixpath.dirname(nav_file), []).append(term)
+        by_terms: dict[tuple[str, ...], list[str]] = {}
+        for folder, words in by_folder.items():
+            by_terms.setdefault(tuple(words), []).append(folder)
+        loops = [(count_loop(folders, list(words)), [(w, f) for f in folders for w in words])
+                 for words, all_folders in by_terms.items() for folders in _fitting(all_folders, list(words))]
+        found: dict[tuple[str, str], int] = {}
+        for (loop, pairs), out in zip(loops, self._lines_each([(loop, len(pairs)) for loop, pairs in loops],
+                                                             str.isdigit)):
+            if not out:  # a loop that could not answer whole: its counts one pipeline each
+                out = self._one_line_each([count_pipeline(w, f) for w, f in pairs], str.isdigit)
+            found.update(zip(pairs, (int(n) if n.isdigit() else 0 for n in out)))
+        return [found[term, posixpath.dirname(nav_file)] for term, nav_file in asked]
 
-    def list_folders(self, folders: list[str]) -> dict[str, list[str]]:
-        found: dict[str, list[str]] = {}
-        for batch, out in self._calls(folders, "ls ", " ", quoted=True):
-            found.update(ls_children(out, batch))
+    def count_children(self, asked: list[tuple[str, list[str]]]) -> dict[str, list[tuple[str, list[int]]]]:
+        # One loop a node over its sub-folders (``NODE/*/``), each named and counted, as many
+        # loops joined with ';' in a call as fit. A node whose loop cannot answer whole (a reply
+        # cut short) is left out, as a folder that cannot be read.
+        loops = {children_loop(posixpath.dirname(nav_file), terms): (nav_file, len(terms)) for nav_file, terms in asked}
+        found: dict[str, list[tuple[str, list[int]]]] = {}
+
+        def parse(batch: list[str], out: str) -> dict[str, list[tuple[str, list[int]]]] | None:
+            got = {}
+            lines = out.split("\n")
+            for loop in batch:
+                nav_file, n = loops[loop]
+                folder = posixpath.dirname(nav_file)
+                kids: list[tuple[str, list[int]]] = []
+                while lines and lines[0].startswith(folder + "/") and lines[0].endswith("/") \
+                        and "/" not in lines[0][len(folder) + 1:-1]:
+                    name, counts = lines[0][len(folder) + 1:-1], [x.strip() for x in lines[1:1 + n]]
+                    if len(counts) < n or not all(x.isdigit() for x in counts):
+                        return None
+                    lines = lines[1 + n:]
+                    if name != "*":  # no sub-folder: the loop ran once over the glob as written
+                        kids.append((name, [int(x) for x in counts]))
+                if not kids and not (out and f"{folder}/*/" in out):
+                    return None  # nothing of this node's loop came back
+                got[nav_file] = kids
+            return got
+
+        for batch, out in self._calls(list(loops), "", "; ", whole=lambda batch, out: parse(batch, out) is not None):
+            found.update(parse(batch, out) or {})
         return found
 
     def read_rows(self, nav_files: list[str]) -> dict[str, NavFile]:
@@ -96,14 +137,28 @@ class ToolView:
 
     def _one_line_each(self, pipelines: list[str], valid: Callable[[str], bool]) -> list[str]:
         """The one line each pipeline prints, as many pipelines joined with ';' in a call as fit
-        (``""`` where a pipeline printed nothing valid). A call whose lines do not pair one to one
-        with its pipelines (one printed nothing, or it stopped on its budgets) is asked again in halves."""
+        (``""`` where a pipeline printed nothing valid)."""
+        return [lines[0] if lines else "" for lines in self._lines_each([(p, 1) for p in pipelines], valid)]
+
+    def _lines_each(self, commands: list[tuple[str, int]], valid: Callable[[str], bool]) -> list[list[str]]:
+        """For each (command, n): the n lines it prints, as many commands joined with ';' in a
+        call as fit (``[]`` where a command's lines are not all there and valid). A call whose
+        lines do not add up to its commands' (one printed nothing, or it stopped on its budgets)
+        is asked again in halves."""
+        lines_of = dict(commands)
+
         def paired(batch: list[str], out: str) -> bool:
             lines = out.split("\n")
-            return len(lines) == len(batch) and all(valid(line.strip()) for line in lines)
+            return len(lines) == sum(lines_of[c] for c in batch) and all(valid(line.strip()) for line in lines)
 
-        return [line.strip() for batch, out in self._calls(pipelines, "", "; ", whole=paired)
-                for line in (out.split("\n") if paired(batch, out) else [""])]
+        found: list[list[str]] = []
+        for batch, out in self._calls([c for c, _ in commands], "", "; ", whole=paired):
+            lines = [line.strip() for line in out.split("\n")] if paired(batch, out) else None
+            for command in batch:
+                n = lines_of[command]
+                found.append(lines[:n] if lines is not None else [])
+                lines = lines[n:] if lines is not None else None
+        return found
 
     def term_lines(self, words: list[str]) -> dict[str, TermPostings]:
         # (a tree compiled without the index answers with an error line: no lines)
@@ -130,35 +185,46 @@ def _batches(items: list[str], prefix: int, sep: str = " ", quoted: bool = False
     joined with ';' stay within the sandbox's count."""
     batches: list[list[str]] = []
     batch: list[str] = []
-    length = prefix
+    length, pipelines = prefix, 0
     for item in items:
         size = len(shlex.quote(item) if quoted else item)
-        if batch and (len(batch) == MAX_COMMANDS or length + len(sep) + size > MAX_LINE_CHARS):
+        pieces = 1 if quoted else len(split_line(item))  # a loop is several ';' pieces
+        if batch and (pipelines + pieces > MAX_COMMANDS or length + len(sep) + size > MAX_LINE_CHARS):
             batches.append(batch)
-            batch, length = [], prefix
+            batch, length, pipelines = [], prefix, 0
         length += size + (len(sep) if batch else 0)
+        pipelines += pieces
         batch.append(item)
     return batches + ([batch] if batch else [])
 
 
-def count_pipeline(term: str, nav_file: str) -> str:
-    """``grep -rih '\\<TERM' FOLDER | wc -l``: lines below a nav file's folder holding a word
-    that starts with the term ('fee' finds 'fees' but not 'coffee')."""
-    return f"grep -rih -e {shlex.quote(chr(92) + '<' + re.escape(term))} {shlex.quote(posixpath.dirname(nav_file))} | wc -l"
+def count_loop(folders: list[str], terms: list[str]) -> str:
+    """A :func:`count_pipeline` for every folder and term, in that order, as one loop: one
+    number a line."""
+    words = " ".join(shlex.quote(re.escape(t)) for t in terms)
+    return (f"for d in {' '.join(map(shlex.quote, folders))}; do for t in {words}; "
+            f'do grep -rih -e "\\<$t" "$d" | wc -l; done; done')
 
 
-def ls_children(text: str, folders: list[str]) -> dict[str, list[str]]:
-    """``ls FOLDER...`` output -> {folder: its sub-folders}; folders ls could not list are left out."""
-    out: dict[str, list[str]] = {}
-    current = folders[0] if len(folders) == 1 else None  # one folder: ls prints no heading
-    if current and text.startswith(("ls:", "error:")):
-        return out
-    if current:
-        out[current] = []
-    for line in text.splitlines():
-        if line.endswith(":") and line[:-1] in folders:
-            current = line[:-1]
-            out[current] = []
-        elif current and line.endswith("/"):
-            out[current].append(line[:-1])
-    return out
+def _fitting(folders: list[str], terms: list[str]) -> list[list[str]]:
+    """``folders`` in runs whose :func:`count_loop` fits a command line."""
+    runs: list[list[str]] = [[]]
+    for folder in folders:
+        if runs[-1] and len(count_loop([*runs[-1], folder], terms)) > MAX_LINE_CHARS:
+            runs.append([])
+        runs[-1].append(folder)
+    return runs
+
+
+def children_loop(folder: str, terms: list[str]) -> str:
+    """Each sub-folder of ``folder`` printed (``echo``) and followed by its :func:`count_pipeline`
+    of each term: ``for d in FOLDER/*/; do echo "$d"; for t in ...; do grep ... | wc -l; done; done``."""
+    words = " ".join(shlex.quote(re.escape(t)) for t in terms)
+    counts = f'for t in {words}; do grep -rih -e "\\<$t" "$d" | wc -l; done; ' if terms else ""
+    return f'for d in {shlex.quote(folder)}/*/; do echo "$d"; {counts}done'
+
+
+def count_pipeline(term: str, folder: str) -> str:
+    """``grep -rih '\\<TERM' FOLDER | wc -l``: lines of the nav files in a folder and below holding a
+    word that starts with the term ('fee' finds 'fees' but not 'coffee')."""
+    return f"grep -rih -e {shlex.quote(chr(92) + '<' + re.escape(term))} {shlex.quote(folder)} | wc -l"

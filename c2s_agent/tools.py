@@ -42,8 +42,10 @@ TOOL_SCHEMAS: list[dict] = [
         "description": (
             "Run one read-only shell command line over the compiled skill tree (the current "
             "directory, '/'). Supported: ls, cat, head, tail, grep (-r -i -l -c -n -w -v -o -E -F), "
-            "find, wc, sort, uniq, joined with '|'; several commands joined with ';' run in order "
-            "in one call. The tree holds skills/<skill>/SKILL.md, "
+            "find, wc, sort, uniq, echo, joined with '|'; several commands joined with ';' run in order "
+            "in one call, and 'for NAME in WORDS; do ...; done' loops run a body once a word "
+            "(for d in skills/*/; do echo \"$d\"; grep -rih refund \"$d\" | wc -l; done). "
+            "The tree holds skills/<skill>/SKILL.md, "
             "nested <group>/INDEX.md files, entity_index.json and term_index.txt (body words → "
             "leaf numbers and row numbers, '=word' lines for title words; '@N folder' lines name leaf N's folder). Output is capped; narrow with "
             "grep or page with head/tail."),

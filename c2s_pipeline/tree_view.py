@@ -103,8 +103,14 @@ class CompiledView:
             self._hits[term] = np.concatenate([[0], np.cumsum(hits, dtype=np.int64)])
         return self._hits[term]
 
-    def list_folders(self, folders: list[str]) -> dict[str, list[str]]:
-        return {f: list(self.subfolders[f]) for f in folders if f in self.subfolders}
+    def count_children(self, asked: list[tuple[str, list[str]]]) -> dict[str, list[tuple[str, list[int]]]]:
+        found = {}
+        for nav_file, terms in asked:
+            folder = posixpath.dirname(nav_file)
+            if folder in self.subfolders:
+                found[nav_file] = [(k, [self._count(t, f"{folder}/{k}/INDEX.md") for t in terms])
+                                   for k in self.subfolders[folder]]
+        return found
 
     def read_rows(self, nav_files: list[str]) -> dict[str, NavFile]:
         return {path: nav for path in nav_files if (nav := self._rows(path)) is not None}

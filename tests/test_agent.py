@@ -579,10 +579,29 @@ def test_a_reply_cut_to_the_output_cap_is_asked_again_in_halves(tree):
 
 def test_survey_greps_per_node_not_the_whole_tree(searchable):
     result = answer("refund policy", searchable)
-    greps = [c.input["command"] for c in result.trace if c.tool == "code_execution" and "grep" in c.input["command"]]
-    counts = [g for g in greps if g.endswith("| wc -l")]
-    assert counts and all(" skills/" in g for g in counts)  # one subtree each, never 'grep ... skills'
-    assert not any(g.split("|")[0].rstrip().endswith(" skills") for g in greps)
+    commands = [c.input["command"] for c in result.trace if c.tool == "code_execution"]
+    loops = [c for c in commands if c.startswith("for d in ")]
+    folders = [w for c in loops for w in shlex.split(c.split(";")[0])[3:]]
+    # One subtree each (a skill's folder, never the whole 'skills'), every term counted in one loop.
+    assert folders and all(f.startswith("skills/") for f in folders)
+    assert not any(part.split("|")[0].rstrip().endswith(" skills") for c in commands for part in c.split(";"))
+
+
+def test_counts_asked_as_loops_equal_one_pipeline_each(searchable):
+    """The loops that count a round's terms below its nodes answer what one grep each would, and a
+    loop whose reply is cut short (a small output cap) is asked again until every count is whole."""
+    from c2s_agent.tool_view import ToolView, count_pipeline
+
+    nodes = sorted(p.relative_to(searchable).as_posix() for p in searchable.glob("skills/*/*/INDEX.md"))
+    asked = [(t, n) for n in nodes for t in ("refund", "ship", "zzzunseen", "c++")]
+    tools = TreeTools(searchable)
+    one_each = [int(tools.code_execution(count_pipeline(t, posixpath.dirname(n)))) for t, n in asked]
+    assert ToolView(TreeTools(searchable)).grep_counts(asked) == one_each and sum(one_each) > 0
+    loops = TreeTools(searchable)
+    ToolView(loops).grep_counts(asked)
+    assert len(loops.trace) == 1  # every count in one call
+    tiny = TreeTools(searchable, max_output_bytes=8)
+    assert ToolView(tiny).grep_counts(asked) == one_each and len(tiny.trace) > 1
 
 
 def _password_file_tree(root: Path) -> tuple[Path, str]:

@@ -107,7 +107,7 @@ def assert_confined(root: Path, touched: list[Path]) -> None:
 
 # -- confinement and hostile input ---------------------------------------------------------
 
-SUPPORTED_ONLY_PIPES = "is not supported; only '|' pipes and ';' lists are"
+SUPPORTED_ONLY_PIPES = "is not supported; only '|' pipes, ';' lists and 'for NAME in WORDS; do ...; done' loops are"
 
 ESCAPES = [
     ("cat ../secret.txt", "refused: path '../secret.txt' is outside the tree"),
@@ -139,10 +139,21 @@ ESCAPES = [
     ("cat < x", "refused: redirection '<' " + SUPPORTED_ONLY_PIPES),
     ("grep -r x . 2>/dev/null", "refused: redirection '>' " + SUPPORTED_ONLY_PIPES),
     ("echo $HOME", "refused: variable expansion '$HOME' " + SUPPORTED_ONLY_PIPES),
-    ("cat ${HOME}/x", "refused: variable expansion '${...}' " + SUPPORTED_ONLY_PIPES),
+    ("cat ${HOME}/x", "refused: variable expansion '${HOME}' " + SUPPORTED_ONLY_PIPES),
+    ("cat ${HOME/x/y}", "refused: variable expansion '${HOME/x/y}' " + SUPPORTED_ONLY_PIPES),
+    ("for f in ../secret.txt; do cat $f; done", "refused: path '../secret.txt' is outside the tree"),
+    ("for f in a; do cat $g; done", "refused: variable expansion '$g' " + SUPPORTED_ONLY_PIPES),
+    ("for x in a b; do ls; done | wc -l", "syntax error near 'done': a loop ends with '; done', and its output cannot be piped"),
+    ("for x in a; ls; done", "syntax error: a loop is 'for NAME in WORDS; do COMMANDS; done'"),
+    ("for x in a; do ls", "syntax error: 'for' without 'done'"),
+    ("ls; done", "syntax error: 'done' without 'for'"),
+    ("while true; do ls; done", "syntax error near 'while': the only compound command is"),
+    ("for f in $(ls); do cat $f; done", "refused: command substitution '$(...)' " + SUPPORTED_ONLY_PIPES),
+    ("for a in " + "x " * 50 + "; do for b in " + "y " * 50 + "; do pwd; done; done",
+     "refused: this command line runs over 2,048 pipelines (loops unrolled); split it"),
     ("(cat ../secret.txt)", "refused: subshell '(' " + SUPPORTED_ONLY_PIPES),
     ("ls\ncat ../secret.txt", "refused: a newline (run one command line at a time)"),
-    ("rm -rf skills", "rm: command not found; supported: cat, find, grep, head, ls, pwd, sort"),
+    ("rm -rf skills", "rm: command not found; supported: cat, echo, find, grep, head, ls, pwd, sort"),
     ("python -c 'print(1)'", "python: command not found; supported:"),
     ("ls | sh", "sh: command not found; supported:"),
     ("grep 'unclosed", "syntax error: No closing quotation"),
@@ -181,6 +192,27 @@ def test_a_list_runs_its_pipelines_in_order_in_one_reply(sb, local):
     # A missing file does not stop the list: the rest runs, and errors follow the output.
     mixed = sb.run("cat no-such-file; ls skills")
     assert mixed == one[1] + "\ncat: no-such-file: No such file or directory"
+
+
+def test_a_loop_runs_its_body_once_a_word_with_the_variable_expanded(sb, local):
+    folders = ["skills/billing", "skills/shipping"]
+    terms = ["refund", "fee"]
+    one = [sb.run(f"grep -rih '\\<{t}' {d} | wc -l") for d in folders for t in terms]
+    loop = ("for d in skills/billing 'skills/shipping'; do for t in refund fee; "
+            'do grep -rih "\\<$t" "$d" | wc -l; done; done')
+    assert sb.run(loop) == "\n".join(one) == local.run(loop)
+    assert len(set(one)) > 1  # the counts differ: each ran with its own words
+    # ${NAME} too; a word with a space stays one word; single quotes keep '$d' literal.
+    assert sb.run("for d in skills/billing; do ls ${d}; done") == sb.run("ls skills/billing")
+    assert sb.run("for p in 'refund policy'; do grep -ric \"$p\" skills/billing; done") == \
+        sb.run("grep -ric 'refund policy' skills/billing")
+    assert sb.run("for d in skills; do grep -c '$d' INDEX.md; done") == "0"
+    # A loop's words are globbed inside the tree (a trailing '/' keeps folders only), one run a match.
+    files = ["skills/billing/SKILL.md", "skills/shipping/SKILL.md"]
+    assert sb.run("for f in skills/*/SKILL.md; do grep -c Refund $f; done") == "\n".join(
+        sb.run(f"grep -c Refund {f}") for f in files)
+    assert sb.run('for d in skills/*/; do echo "$d"; done') == "skills/billing/\nskills/shipping/"
+    assert sb.run('for d in skills/billing/refunds/*/; do echo "$d"; done') == "skills/billing/refunds/*/"  # no match: as written
 
 
 def test_grep_suppresses_names_and_names_unsupported_options(sb):

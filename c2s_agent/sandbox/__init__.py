@@ -1,12 +1,13 @@
 """The agent's ``code_execution`` tool: a shell-like interpreter confined to a compiled tree.
 
 The agent browses the tree with the commands it knows from bash (ls, cat, head, tail, grep,
-find, wc, sort, uniq, pwd) joined by ``|`` pipes, several pipelines in one line joined by ``;``
-(run in order, one reply; a program counting many things asks once)::
+find, wc, sort, uniq, echo, pwd) joined by ``|`` pipes, several pipelines in one line joined by ``;``
+(run in order, one reply) and ``for`` loops over words (a program counting many things asks once)::
 
     sb = Sandbox("out/tree")
     print(sb.run("grep -ril refund skills | head -20"))
     print(sb.run("grep -rih '\\<refund' skills/billing | wc -l; grep -rih '\\<refund' skills/orders | wc -l"))
+    print(sb.run("for d in skills/billing skills/orders; do grep -rih '\\<refund' $d | wc -l; done"))
 
 Everything is interpreted in pure Python; nothing reaches a real shell. Document text may carry
 prompt injection, so the worst a command line can do is read files that are already inside the
@@ -31,12 +32,13 @@ from pathlib import Path
 from .commands import Interpreter, Reply
 from .files import REDACTED_PATH, STDIN, redact_host_paths
 from .limits import (MAX_CALL_MEMORY, MAX_CALL_SECONDS, MAX_COMMANDS, MAX_FILES, MAX_LINE_CHARS, MAX_PATTERN_CHARS,
-                     MAX_PATTERN_EXPANSION, MAX_PATTERN_NESTING, MAX_SCAN_BYTES, MAX_STAGES, TRUNCATED, SandboxError)
+                     MAX_PATTERN_EXPANSION, MAX_PATTERN_NESTING, MAX_RUNS, MAX_SCAN_BYTES, MAX_STAGES, TRUNCATED,
+                     SandboxError)
 from .parsing import SUPPORTED
 from .worker import POOL, Settings
 
 __all__ = ["MAX_CALL_MEMORY", "MAX_CALL_SECONDS", "MAX_COMMANDS", "MAX_FILES", "MAX_LINE_CHARS", "MAX_PATTERN_CHARS",
-           "MAX_PATTERN_EXPANSION", "MAX_PATTERN_NESTING", "MAX_SCAN_BYTES", "MAX_STAGES", "REDACTED_PATH",
+           "MAX_PATTERN_EXPANSION", "MAX_PATTERN_NESTING", "MAX_RUNS", "MAX_SCAN_BYTES", "MAX_STAGES", "REDACTED_PATH",
            "STDIN", "SUPPORTED", "TRUNCATED", "Interpreter", "Reply", "Sandbox", "SandboxError", "SandboxStats",
            "redact_host_paths"]
 

@@ -52,7 +52,7 @@ class Interpreter:
         self.regex_timeout_s = regex_timeout_s
         self.budget = Budget(time_budget_s, memory_budget_bytes)
         self.commands: dict[str, Command] = {
-            "cat": self.cat, "find": self.find, "grep": self.grep, "head": self.head, "ls": self.ls,
+            "cat": self.cat, "echo": self.echo, "find": self.find, "grep": self.grep, "head": self.head, "ls": self.ls,
             "pwd": self.pwd, "sort": self.sort, "tail": self.tail, "uniq": self.uniq, "wc": self.wc,
         }
         self.errors = Errors(max_output_bytes)
@@ -67,7 +67,7 @@ class Interpreter:
         try:
             # The pipelines of a ';' list share the line's budgets and its one reply; a refusal or
             # a stop in any of them is the whole line's answer.
-            for pipeline in parse_line(line, set(self.commands)):
+            for pipeline in parse_line(line, set(self.commands), self.files.expand):
                 stream: Stream | None = None
                 for name, *args in pipeline:
                     self.budget.check()
@@ -94,6 +94,10 @@ class Interpreter:
 
     def pwd(self, args: list[str], stdin: Stream | None) -> Stream:
         return iter(["/"])
+
+    def echo(self, args: list[str], stdin: Stream | None) -> Stream:
+        # Its words, as written (no options): a loop labels what it prints with it.
+        return iter([" ".join(args)])
 
     def ls(self, args: list[str], stdin: Stream | None) -> Stream:
         opts, ops = options("ls", args, "Rla1F")

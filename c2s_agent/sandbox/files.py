@@ -136,6 +136,8 @@ class TreeFiles:
                         step.append(posixpath.join(base, name))
             found = step
         prefix = "/" if pattern.startswith("/") else ""
+        if pattern.endswith("/"):  # 'skills/*/': folders only, written with their slash (as bash)
+            return [prefix + f + "/" for f in found if (self.root / f).is_dir()]
         return [prefix + f for f in found]
 
     def listdir(self, folder: Path) -> list[str]:

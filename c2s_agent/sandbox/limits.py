@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 MAX_LINE_CHARS = 2000
 MAX_STAGES = 8  # commands in one pipeline
 MAX_COMMANDS = 64  # pipelines joined with ';' in one command line
+MAX_RUNS = 2048  # pipelines one command line runs, its for loops unrolled
 MAX_PATTERN_CHARS = 512
 # Regex engines unroll counted repeats when compiling: ((a{100}){100}){100} is a million atoms.
 MAX_PATTERN_EXPANSION = 10_000  # atoms a command's patterns may unroll to, repeats multiplied out

@@ -1,21 +1,22 @@
-"""Reading a command line: ``;``-separated pipelines, pipes, words and GNU-style short options,
-and refusing every other shell construct. Nothing here touches the tree."""
+"""Reading a command line: ``;``-separated pipelines, pipes, ``for NAME in WORDS; do ...; done``
+loops (unrolled here, so every pipeline is checked before any runs), words and GNU-style short
+options, and refusing every other shell construct. Nothing here touches the tree."""
 
 from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 
-from .limits import MAX_COMMANDS, MAX_LINE_CHARS, MAX_STAGES, SandboxError
+from .limits import MAX_COMMANDS, MAX_LINE_CHARS, MAX_RUNS, MAX_STAGES, SandboxError
 
-SUPPORTED = "cat, find, grep, head, ls, pwd, sort, tail, uniq, wc"
+SUPPORTED = "cat, echo, find, grep, head, ls, pwd, sort, tail, uniq, wc"
 
 # Unquoted shell constructs we refuse, longest first so '&&' is named before '&'.
 _CONSTRUCTS = (
     ("&&", "command chaining '&&'"),
     ("||", "command chaining '||'"),
     ("$(", "command substitution '$(...)'"),
-    ("${", "variable expansion '${...}'"),
     (">>", "redirection '>>'"),
     (">", "redirection '>'"),
     ("<", "redirection '<'"),
@@ -25,14 +26,20 @@ _CONSTRUCTS = (
     (")", "subshell ')'"),
     ("\n", "a newline (run one command line at a time)"),
 )
-_VARIABLE = re.compile(r"\$(?:\w+|[?#@*!$-])")
+_NAMED = re.compile(r"\$(?:([A-Za-z_]\w*)|\{([A-Za-z_]\w*)\})")  # $NAME, ${NAME}: a loop's variable
+_VARIABLE = re.compile(r"\$(?:\w+|[?#@*!$-]|\{[^}]*\}?)")  # every other expansion is refused
+_LOOP = re.compile(r"\s*for\s+([A-Za-z_]\w*)\s+in(?:\s+(.*?))?\s*", re.DOTALL)
+_REFUSAL = ("is not supported; only '|' pipes, ';' lists and 'for NAME in WORDS; do ...; done' loops are "
+            "(quote special characters to use them literally)")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _COUNT = re.compile(r"\+?[0-9]+", re.ASCII)  # ASCII digits only: int('²') fails, '²'.isdigit() holds
 
 
-def parse_line(line: str, commands: set[str]) -> list[list[list[str]]]:
-    """The pipelines of ``line`` (separated by ``;``, run in order), each as the argv of its
-    stages; every one is checked before any runs."""
+def parse_line(line: str, commands: set[str], glob: Callable[[list[str]], list[str]] = list
+               ) -> list[list[list[str]]]:
+    """The pipelines of ``line`` (separated by ``;``, run in order, loops unrolled over their
+    words, ``glob`` expanding them), each as the argv of its stages; every one is checked before
+    any runs."""
     if "\0" in line:
         raise SandboxError("refused: NUL byte in command line")
     if _SURROGATE.search(line):  # undecodable bytes (a terminal's argv, escaped JSON) never name a file
@@ -45,22 +52,119 @@ def parse_line(line: str, commands: set[str]) -> list[list[list[str]]]:
         raise SandboxError("syntax error: empty command")
     if len(pipelines) > MAX_COMMANDS:
         raise SandboxError(f"refused: {len(pipelines)} commands joined with ';'; the limit is {MAX_COMMANDS}")
-    parsed = []
-    for stages in pipelines:
+    parsed: list[list[list[str]]] = []
+    for stages in _unroll(_items(pipelines, inside=False), {}, [], glob):
         if len(stages) > MAX_STAGES:
             raise SandboxError(f"refused: pipeline has {len(stages)} stages; the limit is {MAX_STAGES}")
         argvs = [_argv(stage) for stage in stages]
         for name, *_ in argvs:
             if name not in commands:
                 raise SandboxError(f"{name}: command not found; supported: {SUPPORTED}, "
-                                   "joined with | and ; (paths are relative to the tree root, /)")
+                                   "joined with |, ; and for loops (paths are relative to the tree root, /)")
         parsed.append(argvs)
     return parsed
 
 
+class _Loop:
+    """``for NAME in WORDS; do BODY; done``: ``words`` as written (expanded when the loop unrolls)."""
+
+    def __init__(self, name: str, words: str, body: list):
+        self.name, self.words, self.body = name, words, body
+
+
+def _items(pipelines: list[list[str]], inside: bool) -> list:
+    """Pipelines and loops, taken from the front of ``pipelines`` up to (and with) the ``done``
+    that closes the loop we are ``inside``."""
+    items: list = []
+    while pipelines:
+        stages = pipelines.pop(0)
+        head = stages[0].split(None, 1)
+        word = head[0] if head else ""
+        if word == "done":
+            if not inside:
+                raise SandboxError("syntax error: 'done' without 'for'")
+            if len(head) > 1 or len(stages) > 1:
+                raise SandboxError("syntax error near 'done': a loop ends with '; done', and its output "
+                                   "cannot be piped")
+            return items
+        if word in ("do", "if", "then", "else", "fi", "while", "until", "case", "esac", "function"):
+            raise SandboxError(f"syntax error near {word!r}: the only compound command is "
+                               "'for NAME in WORDS; do COMMANDS; done'")
+        if word != "for":
+            items.append(stages)
+            continue
+        loop = _LOOP.fullmatch(stages[0])
+        opening = pipelines[0][0].split(None, 1) if pipelines else []
+        if loop is None or len(stages) > 1 or len(opening) < 2 or opening[0] != "do":
+            raise SandboxError("syntax error: a loop is 'for NAME in WORDS; do COMMANDS; done'")
+        pipelines[0] = [opening[1], *pipelines[0][1:]]
+        items.append(_Loop(loop.group(1), loop.group(2) or "", _items(pipelines, inside=True)))
+    if inside:
+        raise SandboxError("syntax error: 'for' without 'done'")
+    return items
+
+
+def _unroll(items: list, env: dict[str, str], out: list[list[str]], glob: Callable[[list[str]], list[str]]
+            ) -> list[list[str]]:
+    """The pipelines ``items`` run, loops unrolled with their variables' values in ``env``."""
+    for item in items:
+        if isinstance(item, _Loop):
+            for value in glob(_words(_expand(item.words, env))):
+                _unroll(item.body, {**env, item.name: value}, out, glob)
+        else:
+            if len(out) == MAX_RUNS:
+                raise SandboxError(f"refused: this command line runs over {MAX_RUNS:,} pipelines "
+                                   "(loops unrolled); split it")
+            out.append([_expand(stage, env) for stage in item])
+    return out
+
+
+def _words(text: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError as e:
+        raise SandboxError(f"syntax error: {e}") from None
+
+
+def _expand(text: str, env: dict[str, str]) -> str:
+    """``$NAME`` / ``${NAME}`` of a loop variable replaced by its value, as one word (quoted
+    again for the shell words that follow); single quotes keep it literal. An unknown name is
+    refused outside quotes and kept as written inside double quotes."""
+    out: list[str] = []
+    quote, i = "", 0
+    while i < len(text):
+        c = text[i]
+        named = _NAMED.match(text, i) if c == "$" and quote != "'" else None
+        if named:
+            name = named.group(1) or named.group(2)
+            if name in env:
+                value = env[name]
+                out.append(value.replace("\\", "\\\\").replace('"', '\\"') if quote else shlex.quote(value))
+                i = named.end()
+                continue
+            if not quote:
+                raise SandboxError(f"refused: variable expansion {named.group()!r} {_REFUSAL}")
+        if quote:
+            if c == quote:
+                quote = ""
+            elif c == "\\" and quote == '"' and i + 1 < len(text):
+                out.append(c)
+                i += 1
+                c = text[i]
+        elif c in "'\"":
+            quote = c
+        elif c == "\\" and i + 1 < len(text):
+            out.append(c)
+            i += 1
+            c = text[i]
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
 def split_line(line: str) -> list[list[str]]:
     """Split on unquoted ';' (pipelines) and '|' (stages), and refuse every other unquoted shell
-    construct. A pipeline of nothing but blanks (``ls;`` or ``;;``) is left out."""
+    construct (``$NAME`` is left for the loops to expand). A pipeline of nothing but blanks (``ls;`` or ``;;``) is left out."""
     pipelines: list[list[str]] = []
     stages, start, quote, i = [], 0, "", 0
     while i < len(line):
@@ -81,13 +185,14 @@ def split_line(line: str) -> list[list[str]]:
             stages.append(line[start:i])
             pipelines.append(stages)
             stages, start = [], i + 1
+        elif named := _NAMED.match(line, i):  # a loop's variable: checked when the loop unrolls
+            i = named.end() - 1
         else:
             what = next((w for tok, w in _CONSTRUCTS if line.startswith(tok, i)), None)
             if what is None and (var := _VARIABLE.match(line, i)):
                 what = f"variable expansion {var.group()!r}"
             if what:
-                raise SandboxError(f"refused: {what} is not supported; only '|' pipes and ';' lists are "
-                                   "(quote special characters to use them literally)")
+                raise SandboxError(f"refused: {what} {_REFUSAL}")
         i += 1
     pipelines.append(stages + [line[start:]])
     return [p for p in pipelines if not (len(p) == 1 and not p[0].strip())]

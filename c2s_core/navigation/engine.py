@@ -10,16 +10,15 @@ round depend only on what earlier rounds returned, as an agent's parallel tool c
 
 1. survey: per top-level skill and question term, how many lines of the nav files below it
    hold a word starting with the term (``grep -rih '\\<TERM' <skill> | wc -l``: lexical
-   evidence, one number per node), the skills' sub-folders (``ls``), and the term-index lines
-   of the question's words: which leaves, and which rows in them, hold documents whose bodies
-   or titles use them;
+   evidence, one number per node), and the term-index lines of the question's words: which
+   leaves, and which rows in them, hold documents whose bodies or titles use them;
 2. descend, one round a level: score the candidate nodes by reciprocal rank fusion of
    embedding similarity to the row (a skill's name and description; below, a group's name),
    BM25 on it, grep evidence below the node (weighted most), entity-index hits (the
    navigator's) and the best term-index row below it; open the best 3-5
    (:func:`~.beam.beam_width`): a leaf's rows are read (its document cards); an inner node's
-   children, known from its listing, are counted and listed in the same round, ready for the
-   next level's choice. The round that reads the last leaves also reads the best term-index
+   sub-folders are found and counted in the same round (one loop over ``NODE/*/``), ready for
+   the next level's choice. The round that reads the last leaves also reads the best term-index
    rows of leaves the beam missed (:func:`~.beam.term_jump`);
 3. rank the cards of the opened leaves (plus ``@see`` stubs and example rows seen on the way)
    on card embedding, card BM25, their term-index rows and how closely their titles restate
@@ -84,8 +83,10 @@ class TreeView(Protocol):
         holding a word that starts with the term (case-insensitive); asked together, as one
         round's counts are."""
 
-    def list_folders(self, folders: list[str]) -> dict[str, list[str]]:
-        """Folder -> the names of its sub-folders, in name order; folders that cannot be listed are left out."""
+    def count_children(self, asked: list[tuple[str, list[str]]]) -> dict[str, list[tuple[str, list[int]]]]:
+        """For each (nav file, terms): the names of its folder's sub-folders, in name order, each
+        with its :meth:`grep_counts` of the terms, asked together; nav files whose folders
+        cannot be read are left out."""
 
     def read_rows(self, nav_files: list[str]) -> dict[str, NavFile]:
         """Nav files' rows and section headings (no frontmatter or prose), read together; a path
@@ -202,9 +203,7 @@ class Engine:
         self.qvec = self.embed([question])[0]
         self.budget.take()  # 1: survey
         self.grep_counts: dict[str, dict[str, int]] = {t: {} for t in self.qterms}
-        self.listing: dict[str, list[str]] = {}  # folder -> its sub-folders, where listed
         self._count(self.skills)
-        self._list(self.skills)
         self.idf = self._idf()
         self.entity_weights = self.entity_hits()
         self.body_hits = self._body_terms()
@@ -261,14 +260,6 @@ class Engine:
         for (word, path), n in zip(asked, self.view.grep_counts(list(asked)) if asked else []):
             self.grep_counts[word][path] = n
 
-    def _list(self, groups: list[Group]) -> None:
-        """List the folders of nodes not known to be leaves, in the round that counts them, so
-        that a node chosen next is opened knowing its children."""
-        folders = [posixpath.dirname(g.path) for g in groups if self.levels.get(g.path) != 1]
-        folders = [f for f in dict.fromkeys(folders) if f not in self.listing]
-        if folders:
-            self.listing.update(self.view.list_folders(folders))
-
     def _idf(self) -> dict[str, float]:
         """From the first level's counts: matching lines anywhere against the documents."""
         return {t: float(np.log(1.0 + self.documents / (1.0 + lines))) if lines else 0.0
@@ -321,40 +312,53 @@ class Engine:
 
     def expand(self, nodes: list[Node], reached: Sequence[NavFile] = (), *, jump: bool = True
                ) -> tuple[list[NavFile], list[Node]]:
-        """Open nodes in one round: a leaf's rows are read; an inner node is known by its
-        children's names (listed in the round that counted it), and its children are counted and
-        their folders listed now, ready for the next level's choice. When no children follow
+        """Open nodes in one round: a leaf's rows are read; an inner node's children are learned
+        and counted (:meth:`_open`), ready for the next level's choice. When no children follow
         (the descent's last round), the term-index jump's rows (``jump``) are read in the same
         round: which they are follows from the leaves chosen, not from what they hold.
         Returns the leaves read and the children to choose from."""
         nodes = [n for n in dict((n.group.path, n) for n in nodes).values() if n.group.path not in self.read]
         if not nodes or not self.budget.take():
             return [], []
-        leaves: list[Node] = []
-        children: list[Node] = []
-        for node in nodes:
-            folder = posixpath.dirname(node.group.path)
-            if self.levels.get(node.group.path) == 1 or self.listing.get(folder) == []:
-                leaves.append(node)  # one step above the documents, by its height or its listing
-                continue
-            if folder not in self.listing:
-                continue  # a missing or refused folder: nothing to open
-            nav = NavFile(path=node.group.path, name=posixpath.basename(folder),
-                          groups=[Group(k, f"{folder}/{k}/INDEX.md", 0, k.replace("-", " ")) for k in self.listing[folder]])
-            self.keep(nav, node)
-            height = self.levels.get(node.group.path, 0)
-            for g in nav.groups:
-                self.levels[g.path] = height - 1 if height > 1 else 0
-                children.append(Node(g, nav.path))
-        if children:
-            self._count([c.group for c in children], {c.group.path: c.parent for c in children})
-            self._list([c.group for c in children])
+        leaves = [n for n in nodes if self.levels.get(n.group.path) == 1]  # one step above the documents
+        inner = [n for n in nodes if self.levels.get(n.group.path) != 1]
+        children = self._open(inner) if inner else []
         found = self.view.read_rows([n.group.path for n in leaves]) if leaves else {}
         read = [self.keep(found[n.group.path], n) for n in leaves if n.group.path in found]
         self._number_leaves([nav.path for nav in read])
         if jump and not children:
             read += self._term_jump([*reached, *read], take=False)
         return read, children
+
+    def _open(self, nodes: list[Node]) -> list[Node]:
+        """Inner nodes' children, learned and counted in one round: per node, its sub-folders
+        with the question's terms counted below each (a term absent below the node is absent
+        below its children, so it is not asked). A node without sub-folders is a leaf after
+        all: it comes back to be read."""
+        asked = {n.group.path: [t for t, hits in self.grep_counts.items() if hits.get(n.group.path, 1) != 0]
+                 for n in nodes}
+        found = self.view.count_children(list(asked.items()))
+        children: list[Node] = []
+        for node in nodes:
+            path = node.group.path
+            if path not in found:
+                continue  # a missing or refused folder: nothing to open
+            if not found[path]:
+                self.levels[path] = 1
+                children.append(node)
+                continue
+            folder = posixpath.dirname(path)
+            nav = NavFile(path=path, name=posixpath.basename(folder),
+                          groups=[Group(k, f"{folder}/{k}/INDEX.md", 0, k.replace("-", " ")) for k, _ in found[path]])
+            self.keep(nav, node)
+            height = self.levels.get(path, 0)
+            for g, (_, counts) in zip(nav.groups, found[path]):
+                self.levels[g.path] = height - 1 if height > 1 else 0
+                counted = dict(zip(asked[path], counts))
+                for t, hits in self.grep_counts.items():
+                    hits[g.path] = counted.get(t, 0)
+                children.append(Node(g, path))
+        return children
 
     def _term_jump(self, reached: list[NavFile], take: bool = True) -> list[NavFile]:
         """Read, in the leaves the descent missed whose term-index rows are as good as any it
