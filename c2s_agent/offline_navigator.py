@@ -11,9 +11,11 @@ does not model (each can be turned off, as the probe's parity test does):
 * ``related``: after the first level, a jump to the best related skill (``## Related skills``
   rows) when the chosen skills are thin on the question's terms (under :data:`THIN_COVERAGE`
   of its term weight);
-* ``backtrack``: when the leaves reached lack terms carrying much of the question's weight
-  that the tree has, a narrower descent from the unexplored node holding most of them (at most
-  :data:`MAX_BACKTRACKS`);
+* ``backtrack``: when a level's chosen nodes lack, below them, terms carrying much of the
+  question's weight that the tree has (their grep counts say so before anything below is read),
+  the node of that level holding most of them is opened beside them in the same round; when the
+  leaves reached still lack them, a narrower descent from the unexplored node holding most of
+  them (at most :data:`MAX_BACKTRACKS` in all);
 * ``route``: the confidence that navigation reached the evidence (share of the question's term
   weight inside the opened leaves, times the first level's confidence); below
   :data:`ROUTE_BELOW` the flat ``search`` tool's ranking is fused with navigation's, weighted
@@ -87,6 +89,7 @@ class Navigator(Engine):
         self.hits: list[SearchHit] = []
         self.route_below = route_below
         self.use_entities, self.use_related, self.use_backtrack = entities, related, backtrack
+        self.backtracks = 0  # taken beside a level's choice or after the descent, at most MAX_BACKTRACKS
 
     def run(self, question: str) -> Reply:
         found = self.navigate(question)
@@ -166,28 +169,48 @@ class Navigator(Engine):
 
     # -- backtracking -------------------------------------------------------------------
 
+    def beside(self, chosen: list[Node], rest: list[Node]) -> list[Node]:
+        """Backtrack ahead: when the question's distinctive terms occur in the tree but below none
+        of a level's chosen nodes (their counts say so before anything below is read), open
+        beside them, in the same round, the node of the level that holds most of what is missing."""
+        if not self.use_backtrack or self.backtracks >= MAX_BACKTRACKS:
+            return []
+        missing = self._missing([n.group.path for n in chosen])
+        start = self._best_for(missing, rest)
+        if start is None:
+            return []
+        self.backtracks += 1
+        self.notes.append(f"backtrack to {start.group.path} beside the level's choice")
+        return [start]
+
     def after_descent(self, leaves: list[NavFile], pending: list[Node]) -> list[NavFile]:
         """Backtrack: when the question's distinctive terms occur in the tree but in none of
         the leaves reached, go back to the unexplored node that holds most of what is missing."""
         found: list[NavFile] = []
-        for _ in range(MAX_BACKTRACKS if self.use_backtrack else 0):
-            missing = self._missing(leaves + found)
-            if not pending or not missing or not self.can_descend():
+        while self.use_backtrack and self.backtracks < MAX_BACKTRACKS and pending and self.can_descend():
+            start = self._best_for(self._missing([nav.path for nav in leaves + found]), pending)
+            if start is None:
                 break
-            gain = [sum(self.idf[t] for t in missing if self.grep_counts[t].get(n.group.path, 0)) for n in pending]
-            best = max(range(len(pending)), key=lambda i: (gain[i], pending[i].score))
-            if gain[best] <= 0:
-                break
-            start = pending.pop(best)
+            pending.remove(start)
+            self.backtracks += 1
             self.notes.append(f"backtrack to {start.group.path}")
             found += self._greedy_from(start, pending)
         return found
 
-    def _missing(self, leaves: list[NavFile]) -> list[str]:
-        """Terms carrying much of the question's weight that the tree has but the leaves lack."""
+    def _best_for(self, missing: list[str], nodes: list[Node]) -> Node | None:
+        """The node holding most of the ``missing`` terms' weight (ties: the better scored), if any."""
+        if not missing or not nodes:
+            return None
+        gain = [sum(self.idf[t] for t in missing if self.grep_counts[t].get(n.group.path, 0)) for n in nodes]
+        best = max(range(len(nodes)), key=lambda i: (gain[i], nodes[i].score))
+        return nodes[best] if gain[best] > 0 else None
+
+    def _missing(self, paths: list[str]) -> list[str]:
+        """Terms carrying much of the question's weight that the tree has but none of ``paths``
+        (nodes or leaves) holds below it."""
         present = {t for t, hits in self.grep_counts.items() if any(hits.values())}
         total = sum(self.idf[t] for t in present) or 1.0
-        found = {t for t in present if any(self.grep_counts[t].get(nav.path, 0) for nav in leaves)}
+        found = {t for t in present if any(self.grep_counts[t].get(path, 0) for path in paths)}
         lost = [t for t in present - found if self.idf[t] / total >= MISSING_SHARE]
         return lost if sum(self.idf[t] for t in present - found) / total > 1 - REACHED_SHARE else []
 

@@ -800,13 +800,13 @@ def test_navigator_acts_only_through_the_tools_and_navigates(wixqa):
         used = {c.tool for c in result.trace}
         assert used == {"code_execution", "get_document", "search"}
         commands = [c.input["command"] for c in result.trace if c.tool == "code_execution"]
-        assert all(c.split()[0] in {"ls", "grep", "head"} for c in commands)
-        assert any(c.startswith("ls skills/") for c in commands)
+        assert all(c.split()[0] in {"ls", "grep", "head", "for"} for c in commands)
+        assert any(c.startswith("for d in skills/") and "/*/; do echo" in c for c in commands)  # a node's children
         seen = "\n".join(tools.seen + (tools.searched if result.usage["routed"] else []))
         for doc_id in result.fetched:
             assert f"`{doc_id}`" in seen, (q["id"], doc_id)
-        # Each node visited was listed (its folder) or read (a leaf's rows), once.
+        # Each node visited had its children learned (a loop over its folder) or was read (a leaf's rows), once.
         assert len(result.visited) == len(set(result.visited))
         for path in result.visited:
-            assert any(shlex.quote(posixpath.dirname(path)) in c.split() or c.endswith(f" {shlex.quote(path)}")
-                       for c in commands), path
+            assert any(f"{shlex.quote(posixpath.dirname(path))}/*/;" in c.split()
+                       or shlex.quote(path) in c.replace(";", " ").split() for c in commands), path

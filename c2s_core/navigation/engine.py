@@ -30,7 +30,8 @@ levels of choice, the leaves, the documents.
 
 What the engine leaves to a subclass (the navigator's extra fallbacks, which the probe does not
 model, so that it measures the tree rather than the agent's recoveries): entity-index hits
-(:meth:`Engine.entity_hits`), a jump to related skills after the first level
+(:meth:`Engine.entity_hits`), nodes opened beside a level's choice (:meth:`Engine.beside`), a
+jump to related skills after the first level
 (:meth:`Engine.after_first_level`), backtracking once the leaves are reached
 (:meth:`Engine.after_descent`) and routing to the flat search tool (:meth:`Engine.search`).
 By default each does nothing.
@@ -227,6 +228,11 @@ class Engine:
     def in_survey(self) -> None:
         """More calls made in the survey round, independent of its answers (none by default)."""
 
+    def beside(self, chosen: list[Node], rest: list[Node]) -> list[Node]:
+        """Nodes of ``rest`` (this level's others, best first) to open with ``chosen`` in the
+        same round (none by default)."""
+        return []
+
     def after_first_level(self, chosen: list[Node]) -> list[Node]:
         """More skills to open beside the first level's choice (none by default)."""
         return []
@@ -299,6 +305,9 @@ class Engine:
                 self._set_confidence(frontier)
             width = self._width(frontier)
             chosen, rest = frontier[:width], frontier[width:]
+            beside = self.beside(chosen, rest)
+            chosen += beside
+            rest = [n for n in rest if all(n is not b for b in beside)]
             best = frontier[0].score or 1.0
             pending += [Node(n.group, n.parent, n.score / best) for n in rest]
             if level == 0:
