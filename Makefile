@@ -24,8 +24,10 @@ demo: install
 lint: install
 	$(VENV)/bin/lint-imports
 
+# Two workers, a test file each at a time (its module fixtures stay in one process): the suite
+# is sized for 2 cores.
 test: install lint
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile
 
 # The same asset graph in the Dagster UI (http://127.0.0.1:3000), sharing c2s compile's instance.
 dev: install

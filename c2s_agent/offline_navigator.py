@@ -13,9 +13,10 @@ does not model (each can be turned off, as the probe's parity test does):
   of its term weight);
 * ``backtrack``: when a level's chosen nodes lack, below them, terms carrying much of the
   question's weight that the tree has (their grep counts say so before anything below is read),
-  the node of that level holding most of them is opened beside them in the same round; when the
-  leaves reached still lack them, a narrower descent from the unexplored node holding most of
-  them (at most :data:`MAX_BACKTRACKS` in all);
+  the node of that level holding most of them is opened beside them in the same round (at most
+  :data:`MAX_BACKTRACKS` times a question). Backtracking ahead takes no round of its own;
+  going back once the leaves were reached took one a level and, measured on the development
+  sets, found nothing backtracking ahead had not;
 * ``route``: the confidence that navigation reached the evidence (share of the question's term
   weight inside the opened leaves, times the first level's confidence); below
   :data:`ROUTE_BELOW` the flat ``search`` tool's ranking is fused with navigation's, weighted
@@ -31,7 +32,6 @@ import re
 import shlex
 
 from c2s_core.layout import ENTITY_INDEX_FILE, SECTION_RELATED
-from c2s_core.navigation.beam import BEAM_MIN
 from c2s_core.navigation.engine import MAX_TERMS, THIN_COVERAGE, Engine, Node, Rounds
 from c2s_core.navigation.scoring import embedder
 from c2s_core.navrows import Card, Group, NavFile, parse_nav_file
@@ -89,7 +89,7 @@ class Navigator(Engine):
         self.hits: list[SearchHit] = []
         self.route_below = route_below
         self.use_entities, self.use_related, self.use_backtrack = entities, related, backtrack
-        self.backtracks = 0  # taken beside a level's choice or after the descent, at most MAX_BACKTRACKS
+        self.backtracks = 0  # taken beside a level's choice, at most MAX_BACKTRACKS
 
     def run(self, question: str) -> Reply:
         found = self.navigate(question)
@@ -183,20 +183,6 @@ class Navigator(Engine):
         self.notes.append(f"backtrack to {start.group.path} beside the level's choice")
         return [start]
 
-    def after_descent(self, leaves: list[NavFile], pending: list[Node]) -> list[NavFile]:
-        """Backtrack: when the question's distinctive terms occur in the tree but in none of
-        the leaves reached, go back to the unexplored node that holds most of what is missing."""
-        found: list[NavFile] = []
-        while self.use_backtrack and self.backtracks < MAX_BACKTRACKS and pending and self.can_descend():
-            start = self._best_for(self._missing([nav.path for nav in leaves + found]), pending)
-            if start is None:
-                break
-            pending.remove(start)
-            self.backtracks += 1
-            self.notes.append(f"backtrack to {start.group.path}")
-            found += self._greedy_from(start, pending)
-        return found
-
     def _best_for(self, missing: list[str], nodes: list[Node]) -> Node | None:
         """The node holding most of the ``missing`` terms' weight (ties: the better scored), if any."""
         if not missing or not nodes:
@@ -213,20 +199,6 @@ class Navigator(Engine):
         found = {t for t in present if any(self.grep_counts[t].get(path, 0) for path in paths)}
         lost = [t for t in present - found if self.idf[t] / total >= MISSING_SHARE]
         return lost if sum(self.idf[t] for t in present - found) / total > 1 - REACHED_SHARE else []
-
-    def _greedy_from(self, start: Node, pending: list[Node]) -> list[NavFile]:
-        """Descend from ``start`` with a narrower beam (a detour, not a second search)."""
-        frontier, leaves = [start], []
-        while frontier and self.can_descend():
-            read, kids = self.expand(frontier, jump=False)
-            leaves += read
-            if kids:
-                self.score(kids)
-                kids.sort(key=lambda n: -n.score)
-            frontier = kids[:BEAM_MIN]
-            best = (kids[0].score or 1.0) if kids else 1.0
-            pending += [Node(k.group, k.parent, k.score / best) for k in kids[BEAM_MIN:]]
-        return leaves
 
     # -- routing ------------------------------------------------------------------------
 

@@ -30,10 +30,9 @@ levels of choice, the leaves, the documents.
 
 What the engine leaves to a subclass (the navigator's extra fallbacks, which the probe does not
 model, so that it measures the tree rather than the agent's recoveries): entity-index hits
-(:meth:`Engine.entity_hits`), nodes opened beside a level's choice (:meth:`Engine.beside`), a
-jump to related skills after the first level
-(:meth:`Engine.after_first_level`), backtracking once the leaves are reached
-(:meth:`Engine.after_descent`) and routing to the flat search tool (:meth:`Engine.search`).
+(:meth:`Engine.entity_hits`), nodes opened beside a level's choice (:meth:`Engine.beside`: the
+navigator's backtracking, taken ahead), a jump to related skills after the first level
+(:meth:`Engine.after_first_level`) and routing to the flat search tool (:meth:`Engine.search`).
 By default each does nothing.
 
 Why this shape: routing, not leaf ranking, loses the recall; greedy descent is unusable, and a
@@ -237,11 +236,6 @@ class Engine:
         """More skills to open beside the first level's choice (none by default)."""
         return []
 
-    def after_descent(self, leaves: list[NavFile], pending: list[Node]) -> list[NavFile]:
-        """More leaves once the descent and the term-index jump are done (none by default);
-        ``pending``: the nodes scored but not opened, each score relative to its level's best."""
-        return []
-
     def search(self, confidence: float) -> list[SearchHit]:
         """Flat search hits to fuse, given the routing confidence (none by default)."""
         return []
@@ -294,7 +288,6 @@ class Engine:
 
     def _descend(self) -> list[NavFile]:
         frontier = [Node(g, "") for g in self.skills]  # counted and listed in the survey
-        pending: list[Node] = []  # scored but not opened: where backtracking resumes
         leaves: list[NavFile] = []
         self.jumped = False
         level = 0
@@ -305,11 +298,7 @@ class Engine:
                 self._set_confidence(frontier)
             width = self._width(frontier)
             chosen, rest = frontier[:width], frontier[width:]
-            beside = self.beside(chosen, rest)
-            chosen += beside
-            rest = [n for n in rest if all(n is not b for b in beside)]
-            best = frontier[0].score or 1.0
-            pending += [Node(n.group, n.parent, n.score / best) for n in rest]
+            chosen += self.beside(chosen, rest)
             if level == 0:
                 chosen += self.after_first_level(chosen)
             read, frontier = self.expand(chosen, leaves)
@@ -317,13 +306,12 @@ class Engine:
             level += 1
         if not self.jumped:  # the descent stopped short of a round that read only leaves
             leaves += self._term_jump(leaves)
-        return leaves + self.after_descent(leaves, pending)
+        return leaves
 
-    def expand(self, nodes: list[Node], reached: Sequence[NavFile] = (), *, jump: bool = True
-               ) -> tuple[list[NavFile], list[Node]]:
+    def expand(self, nodes: list[Node], reached: Sequence[NavFile] = ()) -> tuple[list[NavFile], list[Node]]:
         """Open nodes in one round: a leaf's rows are read; an inner node's children are learned
         and counted (:meth:`_open`), ready for the next level's choice. When no children follow
-        (the descent's last round), the term-index jump's rows (``jump``) are read in the same
+        (the descent's last round), the term-index jump's rows are read in the same
         round: which they are follows from the leaves chosen, not from what they hold.
         Returns the leaves read and the children to choose from."""
         nodes = [n for n in dict((n.group.path, n) for n in nodes).values() if n.group.path not in self.read]
@@ -335,7 +323,7 @@ class Engine:
         found = self.view.read_rows([n.group.path for n in leaves]) if leaves else {}
         read = [self.keep(found[n.group.path], n) for n in leaves if n.group.path in found]
         self._number_leaves([nav.path for nav in read])
-        if jump and not children:
+        if not children:
             read += self._term_jump([*reached, *read], take=False)
         return read, children
 
