@@ -405,6 +405,78 @@ GIT = HtmlFlavor(
 )
 
 
+# -- Java API (javadoc): a class page, and each member's detail as a document of its own
+
+_FIRST_SENTENCE = re.compile(r"^(.+?[.!?])(?:\s|$)", re.S)
+
+
+def _summary(el: Tag | None) -> str:
+    """Javadoc's first sentence of a description block (its summary)."""
+    if el is None:
+        return ""
+    text = " ".join(el.get_text().split())
+    m = _FIRST_SENTENCE.match(text)
+    return (m.group(1) if m else text)[:200]
+
+
+def _jdk_class(soup: BeautifulSoup) -> str:
+    """'java.lang.String' from the page header ('Package java.lang', 'Class String')."""
+    label = soup.select_one("div.sub-title .package-label-in-type")
+    pkg = label.find_next("a") if label else None
+    h1 = soup.select_one("h1.title")
+    name = " ".join(h1.get_text().split()).split(" ", 1)[-1] if h1 else ""
+    name = re.sub(r"<.*", "", name)  # generics: 'HashMap<K,V>' -> 'HashMap'
+    return f"{pkg.get_text().strip().removeprefix('Package ')}.{name}" if pkg and name else name
+
+
+def _jdk_title(soup: BeautifulSoup) -> str | None:
+    name = _jdk_class(soup)
+    purpose = _summary(soup.select_one("section.class-description div.block"))
+    return f"{name} — {purpose}" if name and purpose else name or None
+
+
+def _jdk_heading(el: Tag) -> tuple[str, bool]:
+    name = el.find("h3")
+    params = el.select_one(".member-signature .parameters")
+    title = (name.get_text().strip() if name else el.get("id", "")) + (
+        " ".join(params.get_text().split()) if params else "")
+    purpose = _summary(el.select_one("div.block"))
+    return (f"{title} — {purpose}" if purpose else title), True
+
+
+JAVADOC = HtmlFlavor(
+    content=lambda s: s.select_one("main"),
+    noise=("nav", "header", "footer", "div.header", "section.summary", "div.inheritance", "script", "style"),
+    is_unit=lambda t: t.name == "section" and "detail" in t.get("class", []) and bool(t.get("id")),
+    heading=_jdk_heading,
+    title=_jdk_title,
+)
+
+
+def parse_javadoc(path: Path) -> Node | None:
+    """A class page: its description, and one child per member detail (qualified by the
+    class's simple name, so 'String.indexOf(int ch)' names one member corpus-wide)."""
+    root = parse_html(path, JAVADOC)
+    if root is None:
+        return None
+    simple = _short(root.heading).rsplit(".", 1)[-1]
+    for child in root.children:
+        child.heading = f"{simple}.{child.heading}"
+    return root
+
+
+def split_units(root: Node, source: str, relpath: str) -> list[dict]:
+    """The page's own text, and each section below it, as documents of their own (an API
+    reference is looked up one member at a time); a huge one is cut as ``split_page`` cuts."""
+    flat = Node(root.anchor, root.heading, root.text)
+    units = [flat] + [u for c in root.children for u in _units(c)]
+    return [d for unit in units for d in split_page(unit, source, relpath)]
+
+
+def _units(node: Node) -> list[Node]:
+    return [Node(node.anchor, node.heading, node.text, [], node.absolute)] + [u for c in node.children for u in _units(c)]
+
+
 # --------------------------------------------------------------------------
 # roff (man pages) -> text, in pure Python so groff is not needed
 
@@ -607,6 +679,7 @@ class Source:
     packages: Callable[[], list[str]]  # resolved lazily: may need apt-cache
     files: Callable[[Path], Iterator[tuple[Path, str]]]  # unpacked tree -> (file, relpath)
     parse: Callable[[Path], Node | None]
+    split: Callable[[Node, str, str], list[dict]] = split_page  # a page -> its documents
 
 
 def _html_files(base_glob: str, skip: str) -> Callable[[Path], Iterator[tuple[Path, str]]]:
@@ -649,6 +722,12 @@ SOURCES: dict[str, Source] = {
                     r"^_|(^|/)(genindex[^/]*|py-modindex|search|contents|index)\.html$"
                     r"|^whatsnew/changelog\.html$"),
         lambda p: parse_html(p, PYTHON)),
+    "javadoc": Source(
+        lambda: [_newest_package(r"openjdk-[0-9]+-doc")],
+        # class and interface pages only (their names start upper-case); no indexes, trees or uses
+        _html_files("usr/share/doc/openjdk-*-jre-headless/api", r"(^|/)(class-use|index-files|doc-files)/"
+                    r"|(^|/)[^A-Z/][^/]*\.html$"),
+        parse_javadoc, split_units),
     "cmake": Source(
         lambda: ["cmake-doc"],
         _html_files("usr/share/doc/cmake-data/html", r"^_|(^|/)(genindex|search|index)\.html$"),
@@ -665,7 +744,7 @@ def _parse_one(job: tuple[str, str, str]) -> list[dict]:
     root = SOURCES[source].parse(Path(path))
     if root is None:
         return []
-    return [d for d in split_page(root, source, rel) if len(d["text"]) >= MIN_DOC_CHARS]
+    return [d for d in SOURCES[source].split(root, source, rel) if len(d["text"]) >= MIN_DOC_CHARS]
 
 
 def _code_hash() -> str:

@@ -22,7 +22,7 @@ from .forest import Forest, Node
 class NodeExtras:
     """What the later stages attach to a node before rendering."""
 
-    see_also: list[str] = field(default_factory=list)  # rendered stub lines
+    see_also: list[str] = field(default_factory=list)  # rendered stub lines, closest first
     examples: list[str] = field(default_factory=list)  # doc ids
     related: list[tuple[str, list[str]]] = field(default_factory=list)  # (skill node id, shared entities)
     entities: list[str] = field(default_factory=list)
@@ -60,7 +60,28 @@ def render_node(node: Node, cards: dict[str, DocCard], extras: NodeExtras, fores
         body = [f"{SECTION_SUBGROUPS} ({len(node.children)})\n", *(group_row(child) for child in node.children)]
     if _size(head + body + see_also + examples + related) > NAV_FILE_TARGET_BYTES:
         examples = _examples(extras.examples, cards, with_one_line=False)  # their own rows say the rest
+    see_also = _stubs_within(see_also, NAV_FILE_TARGET_BYTES - _size(head + body + examples + related))
     return _text(head + body + see_also + examples + related)
+
+
+def _stubs_within(see_also: list[str], room: int) -> list[str]:
+    """The ``@see`` section with as many stubs as ``room`` bytes hold, closest first (the order
+    they come in), and a line saying how many were left out: a stub is a second way to a
+    document or group that its own nav file lists, so a crowded corner of the tree keeps its
+    files within their size instead of growing with every near-miss."""
+    if not see_also or _size(see_also) <= room:
+        return see_also
+    header, stubs = see_also[0], see_also[1:]
+    kept: list[str] = []
+    used = _size([header]) + 120  # the note below
+    for stub in stubs:
+        used += _size([stub])
+        if used > room:
+            break
+        kept.append(stub)
+    note = (f"({len(stubs) - len(kept)} more `@see` stubs left out to keep this file within its size; "
+            "their documents and groups are listed where they live.)")
+    return [header, *kept, note]
 
 
 def rows_fit(node: Node, cards: dict[str, DocCard], extras: NodeExtras, forest: Forest) -> bool:

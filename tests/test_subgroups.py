@@ -196,3 +196,24 @@ def test_distinctive_terms_skip_words_most_parts_share_and_words_already_said():
     terms = distinctive_terms(parts, said={"refund"})
     assert terms[0] == ["croatia", "serbia"] and terms[1] == ["ghana", "kenya"]
     assert terms[2] == ["japan", "policy"]  # "tax" is in every part, "refund" said already
+
+
+def test_a_flood_of_see_stubs_keeps_the_closest_within_the_file_size():
+    """A leaf many other documents nearly joined: its ``@see`` section keeps the stubs that fit
+    (closest first, as they come), says how many it left out, and the file stays within its size."""
+    from c2s_core.navrows import doc_stub, parse_nav_file
+
+    cards = {f"a/{i}.md": DocCard(f"a/{i}.md", f"Local tax rule {i}", "Tax for one region.", [], []) for i in range(5)}
+    leaf = Node("L1-0000", 1, "Tax", "Tax rules", "Key terms: tax.", "tax", [], len(cards), list(cards))
+    forest = Forest([leaf], {leaf.node_id: leaf}, 1)
+    assign_names([leaf], SKILLS_DIR, {})
+    stubs = [doc_stub(DocCard(f"b/{i:03d}.md", f"Shipping fee table for zone {i}", "", [], []),
+                      f"{SKILLS_DIR}/other/zone-{i:03d}/{INDEX_FILE}") for i in range(200)]
+    few = render_node(leaf, cards, NodeExtras(see_also=stubs[:3]), forest)
+    assert few.count("\n- @see ") == 3 and "left out" not in few
+    many = render_node(leaf, cards, NodeExtras(see_also=stubs), forest)
+    kept = [c.doc_id for c in parse_nav_file(many, "x").see_cards]
+    assert len(many.encode()) <= NAV_FILE_TARGET_BYTES
+    assert 3 < len(kept) < 200 and kept == [f"b/{i:03d}.md" for i in range(len(kept))]  # the first ones
+    assert f"({200 - len(kept)} more `@see` stubs left out" in many
+    assert [c.doc_id for c in parse_nav_file(many, "x").cards] == list(cards)  # every row still there

@@ -143,14 +143,17 @@ def _extras(forest: Forest, art: CorpusArtifacts, cards: dict[str, DocCard], vec
             centroids[node.node_id] = centre / (np.linalg.norm(centre) or 1.0)
         return centroids[node.node_id]
 
+    stubs: dict[str, list[tuple[float, str]]] = {}  # node -> (similarity to it, stub line)
     for level in art.used_levels():
-        for item, runner_up in art.final_placements(level).filter(pl.col("runner_up").is_not_null()).select(
-                "item_id", "runner_up").iter_rows():
+        for item, runner_up, similarity in art.final_placements(level).filter(pl.col("runner_up").is_not_null()).select(
+                "item_id", "runner_up", "runner_up_similarity").iter_rows():
             if level == 1:
                 home = stub_home(forest.by_id[runner_up], vectors[row[item]], centroid)
-                extras[home.node_id].see_also.append(doc_stub(cards[item], doc_leaf[item].nav_file))
+                stubs.setdefault(home.node_id, []).append((similarity, doc_stub(cards[item], doc_leaf[item].nav_file)))
             else:
-                extras[runner_up].see_also.append(group_stub(forest.by_id[item]))
+                stubs.setdefault(runner_up, []).append((similarity, group_stub(forest.by_id[item])))
+    for node_id, found in stubs.items():  # closest first: a file short of room keeps those
+        extras[node_id].see_also = [line for _, line in sorted(found, key=lambda s: -(s[0] or 0.0))]
     for node in forest.nodes():
         if not node.is_leaf:
             extras[node.node_id].examples = _exemplars(node, vectors, row)
