@@ -45,6 +45,9 @@ DEFAULT_SOURCES = ("git", "manpages", "postgresql", "python")
 # Development sets leave the Python documentation out on purpose: a language's reference docs
 # are held out for evaluation, so nothing is tuned on them.
 DEV_SOURCES = ("git", "manpages", "postgresql", "cmake")
+# The scale corpus (over 50,000 documents): the Java SE and JavaFX APIs, member by member, beside
+# the development sources.
+SCALE_SOURCES = ("javadoc", *DEV_SOURCES)
 MIN_DOC_CHARS = 200  # shorter fragments are navigation crumbs, not documents
 MAX_DOC_CHARS = 6000  # pages longer than this are split into their sections
 TITLE_SEP = " › "
@@ -723,9 +726,10 @@ SOURCES: dict[str, Source] = {
                     r"|^whatsnew/changelog\.html$"),
         lambda p: parse_html(p, PYTHON)),
     "javadoc": Source(
-        lambda: [_newest_package(r"openjdk-[0-9]+-doc")],
+        # the Java SE API and JavaFX's (both written by javadoc 17, whose member sections we read)
+        lambda: [_newest_package(r"openjdk-[0-9]+-doc"), "libopenjfx-java-doc"],
         # class and interface pages only (their names start upper-case); no indexes, trees or uses
-        _html_files("usr/share/doc/openjdk-*-jre-headless/api", r"(^|/)(class-use|index-files|doc-files)/"
+        _html_files("usr/share/doc/*/api", r"(^|/)(class-use|index-files|doc-files)/"
                     r"|(^|/)[^A-Z/][^/]*\.html$"),
         parse_javadoc, split_units),
     "cmake": Source(

@@ -72,7 +72,7 @@ def test_a_class_page_gives_the_class_and_each_member_as_documents(tmp_path):
 
 
 def test_only_class_pages_are_read(tmp_path):
-    api = tmp_path / "usr/share/doc/openjdk-17-jre-headless/api"
+    api = tmp_path / "usr/share/doc/openjdk-17-jre-headless/api"  # as unpacked from openjdk-17-doc
     for rel in ("java.base/java/util/Deque.html", "java.base/java/util/package-summary.html",
                 "java.base/java/util/class-use/Deque.html", "index-files/index-1.html",
                 "java.base/module-summary.html", "java.base/java/util/doc-files/Figure.html"):
