@@ -24,10 +24,10 @@ DOC_ROW_PATTERN = r"^- `[^`]+` \*\*"  # a leaf's document rows (its @see stubs s
 
 
 class ToolView:
-    """Reads a tree as an agent does: ``grep -rih '\\<TERM' <folder> | wc -l`` for counts, ``ls``
-    for a node's children, ``grep -E '^(## |- )'`` for a leaf's rows, grep over
-    term_index.txt, ``get_document`` for a document; a round's commands joined with ``;`` into
-    as few calls as fit."""
+    """Reads a tree as an agent does: ``grep -rih '\\<TERM' <folder> | wc -l`` for counts (in
+    loops over folders and terms), a loop over ``NODE/*/`` for a node's children, ``grep -E
+    '^(## |- )'`` for a leaf's rows, grep over term_index.txt, ``get_document`` for a document;
+    a round's commands joined with ``;`` into as few calls as fit."""
 
     def __init__(self, tools: TreeTools):
         self.tools = tools
@@ -201,9 +201,7 @@ def _batches(items: list[str], prefix: int, sep: str = " ", quoted: bool = False
 def count_loop(folders: list[str], terms: list[str]) -> str:
     """A :func:`count_pipeline` for every folder and term, in that order, as one loop: one
     number a line."""
-    words = " ".join(shlex.quote(re.escape(t)) for t in terms)
-    return (f"for d in {' '.join(map(shlex.quote, folders))}; do for t in {words}; "
-            f'do grep -rih -e "\\<$t" "$d" | wc -l; done; done')
+    return f"for d in {' '.join(map(shlex.quote, folders))}; do {_term_counts(terms)}done"
 
 
 def _fitting(folders: list[str], terms: list[str]) -> list[list[str]]:
@@ -219,9 +217,16 @@ def _fitting(folders: list[str], terms: list[str]) -> list[list[str]]:
 def children_loop(folder: str, terms: list[str]) -> str:
     """Each sub-folder of ``folder`` printed (``echo``) and followed by its :func:`count_pipeline`
     of each term: ``for d in FOLDER/*/; do echo "$d"; for t in ...; do grep ... | wc -l; done; done``."""
+    return f'for d in {shlex.quote(folder)}/*/; do echo "$d"; {_term_counts(terms)}done'
+
+
+def _term_counts(terms: list[str]) -> str:
+    """The loop body counting each term below folder ``$d`` (:func:`count_pipeline`, one number
+    a term), ending in ``; `` ready for the outer ``done``; nothing for no terms."""
+    if not terms:
+        return ""
     words = " ".join(shlex.quote(re.escape(t)) for t in terms)
-    counts = f'for t in {words}; do grep -rih -e "\\<$t" "$d" | wc -l; done; ' if terms else ""
-    return f'for d in {shlex.quote(folder)}/*/; do echo "$d"; {counts}done'
+    return f'for t in {words}; do grep -rih -e "\\<$t" "$d" | wc -l; done; '
 
 
 def count_pipeline(term: str, folder: str) -> str:

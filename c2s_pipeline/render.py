@@ -73,15 +73,18 @@ def _stubs_within(see_also: list[str], room: int) -> list[str]:
         return see_also
     header, stubs = see_also[0], see_also[1:]
     kept: list[str] = []
-    used = _size([header]) + 120  # the note below
+    used = _size([header, _left_out(len(stubs))])  # the note at its longest
     for stub in stubs:
         used += _size([stub])
         if used > room:
             break
         kept.append(stub)
-    note = (f"({len(stubs) - len(kept)} more `@see` stubs left out to keep this file within its size; "
+    return [header, *kept, _left_out(len(stubs) - len(kept))]
+
+
+def _left_out(stubs: int) -> str:
+    return (f"({stubs} more `@see` stubs left out to keep this file within its size; "
             "their documents and groups are listed where they live.)")
-    return [header, *kept, note]
 
 
 def rows_fit(node: Node, cards: dict[str, DocCard], extras: NodeExtras, forest: Forest) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from .limits import MAX_COMMANDS, MAX_LINE_CHARS, MAX_RUNS, MAX_STAGES, SandboxError
 
@@ -65,11 +66,13 @@ def parse_line(line: str, commands: set[str], glob: Callable[[list[str]], list[s
     return parsed
 
 
+@dataclass
 class _Loop:
     """``for NAME in WORDS; do BODY; done``: ``words`` as written (expanded when the loop unrolls)."""
 
-    def __init__(self, name: str, words: str, body: list):
-        self.name, self.words, self.body = name, words, body
+    name: str
+    words: str
+    body: list
 
 
 def _items(pipelines: list[list[str]], inside: bool) -> list:

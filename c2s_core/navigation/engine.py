@@ -242,22 +242,11 @@ class Engine:
 
     # -- survey -------------------------------------------------------------------------
 
-    def _count(self, groups: list[Group], parents: dict[str, str] | None = None) -> None:
-        """Grep counts below each node not counted yet, one number per question term. A term
-        absent below a node's parent is absent below the node, so it is not counted (``parents``:
-        node path -> the nav file it was listed in; ``@see`` groups live elsewhere and are
-        always counted)."""
-        asked: dict[tuple[str, str], None] = {}  # counted together, in one round
-        for g in groups:
-            parent = (parents or {}).get(g.path, "")
-            for word, hits in self.grep_counts.items():
-                if g.path in hits or (word, g.path) in asked:
-                    continue
-                if parent and under(g.path, parent) and hits.get(parent, 1) == 0:
-                    hits[g.path] = 0
-                    continue
-                asked[word, g.path] = None
-        for (word, path), n in zip(asked, self.view.grep_counts(list(asked)) if asked else []):
+    def _count(self, groups: list[Group]) -> None:
+        """Grep counts below each node, one number per question term, asked together in one
+        round (below the skills, :meth:`_open` counts a node's children as it learns them)."""
+        asked = [(word, g.path) for g in groups for word in self.grep_counts]
+        for (word, path), n in zip(asked, self.view.grep_counts(asked) if asked else []):
             self.grep_counts[word][path] = n
 
     def _idf(self) -> dict[str, float]:
@@ -287,7 +276,7 @@ class Engine:
     # -- descent ------------------------------------------------------------------------
 
     def _descend(self) -> list[NavFile]:
-        frontier = [Node(g, "") for g in self.skills]  # counted and listed in the survey
+        frontier = [Node(g, "") for g in self.skills]  # counted in the survey
         leaves: list[NavFile] = []
         self.jumped = False
         level = 0
