@@ -90,14 +90,28 @@ def doc_rows(cards: list[DocCard], room: int) -> list[str]:
 _RESTATED_HEAD = re.compile(r"^(?P<head>[^:;]{1,120}): (?:\d+ (?:documents?|topics?|sub-groups?) on )?")
 
 
-def group_row(child: GroupNode) -> str:
+GROUP_DESCRIPTION_CHARS = (ROW_DESCRIPTION_CHARS, 80, 48, 0)  # ever leaner group rows, for a crowded node
+
+
+def group_row(child: GroupNode, description_chars: int = ROW_DESCRIPTION_CHARS) -> str:
     """A sub-group's row: its description without a head restating its name and size, which
-    the row shows already."""
-    description = clip(child.description, ROW_DESCRIPTION_CHARS)
+    the row shows already (clipped to ``description_chars``; none at 0)."""
+    if description_chars <= 0:
+        return f"- [{child.name}]({child.name}/INDEX.md) ({child.size} docs)"
+    description = clip(child.description, description_chars)
     m = _RESTATED_HEAD.match(description)
     if m and set(content_tokens(m["head"])) <= set(content_tokens(f"{child.name.replace('-', ' ')} {child.title}")):
         description = description[m.end():] or description
     return f"- [{child.name}]({child.name}/INDEX.md) ({child.size} docs) — {description}"
+
+
+def group_rows(children: list[GroupNode], room: int) -> list[str]:
+    """The richest sub-group rows that fit in ``room`` bytes (the leanest when none do)."""
+    for chars in GROUP_DESCRIPTION_CHARS:
+        rows = [group_row(child, chars) for child in children]
+        if sum(len(r.encode()) + 1 for r in rows) <= room:
+            break
+    return rows
 
 
 def doc_stub(card: DocCard, canonical: str) -> str:

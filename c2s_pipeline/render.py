@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from c2s_core.frontmatter import render_frontmatter
 from c2s_core.layout import SECTION_DOCUMENTS, SECTION_EXAMPLES, SECTION_RELATED, SECTION_SEE_ALSO, SECTION_SUBGROUPS
-from c2s_core.navrows import ROW_STYLES, DocCard, doc_row, doc_rows, example_row, group_row
+from c2s_core.navrows import ROW_STYLES, DocCard, doc_row, doc_rows, example_row, group_row, group_rows
 from c2s_core.text import content_tokens, printable
 from .forest import Forest, Node
 
@@ -50,18 +50,40 @@ def routing_summary(node: Node) -> str:
 
 
 def render_node(node: Node, cards: dict[str, DocCard], extras: NodeExtras, forest: Forest) -> str:
+    """A node's nav file, within NAV_FILE_TARGET_BYTES where its rows allow: what only helps
+    (example one-lines, then examples, then related skills past the first, then ``@see`` stubs)
+    gives way before any row does, and rows render leaner before they would overflow."""
     head, see_also, related = _frame(node, extras, forest)
     examples = _examples(extras.examples, cards, with_one_line=True)
+    # The rows' room: what stays beside them at the least (stubs are cut to fit after).
+    extra = _size(head + _examples(extras.examples, cards, with_one_line=False) + related)
     if node.is_leaf:
-        body = [f"{SECTION_DOCUMENTS} ({len(node.members)})\n"]
-        room = NAV_FILE_TARGET_BYTES - _size(head + body + see_also + examples + related)
-        body += doc_rows([cards[d] for d in node.members], room)
+        body = [f"{SECTION_DOCUMENTS} ({len(node.members)})\n",
+                *doc_rows([cards[d] for d in node.members], NAV_FILE_TARGET_BYTES - extra)]
     else:
-        body = [f"{SECTION_SUBGROUPS} ({len(node.children)})\n", *(group_row(child) for child in node.children)]
+        body = [f"{SECTION_SUBGROUPS} ({len(node.children)})\n",
+                *group_rows(node.children, NAV_FILE_TARGET_BYTES - extra)]
     if _size(head + body + see_also + examples + related) > NAV_FILE_TARGET_BYTES:
         examples = _examples(extras.examples, cards, with_one_line=False)  # their own rows say the rest
+    if _size(head + body + examples + related) > NAV_FILE_TARGET_BYTES:
+        examples = []  # examples are documents listed below: a crowded node shows its rows instead
+    related = _related_within(related, NAV_FILE_TARGET_BYTES - _size(head + body))
     see_also = _stubs_within(see_also, NAV_FILE_TARGET_BYTES - _size(head + body + examples + related))
     return _text(head + body + see_also + examples + related)
+
+
+def _related_within(related: list[str], room: int) -> list[str]:
+    """The related skills that ``room`` bytes hold, closest first (at least one: a way across
+    the tree is worth a few bytes past the target)."""
+    if not related or _size(related) <= room:
+        return related
+    header, rows = related[0], related[1:]
+    kept = rows[:1]
+    for row in rows[1:]:
+        if _size([header, *kept, row]) > room:
+            break
+        kept.append(row)
+    return [header, *kept]
 
 
 def _stubs_within(see_also: list[str], room: int) -> list[str]:

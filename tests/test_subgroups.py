@@ -28,7 +28,6 @@ from c2s_pipeline.diagnostics import navigate as probe_navigate
 from c2s_pipeline.forest import Forest, Node, assign_names
 from c2s_pipeline.render import NAV_FILE_TARGET_BYTES, NodeExtras, render_node, rows_fit
 from c2s_pipeline.subgroups import SUBGROUPS_FILE, distinctive_terms, partition, split_crowded
-from c2s_pipeline.tree_view import CompiledView
 from c2s_pipeline.validate import check_tree, nav_files, primary_rows
 
 from .conftest import SAMPLE_CORPUS, compile_into
@@ -140,8 +139,7 @@ def test_the_probe_and_the_html_view_see_the_published_shape(crowded, split):
     tree = TreeInputs.load(CorpusArtifacts(crowded.home / "artifacts" / "crowded"), crowded.out)
     assert set(tree.nav_files) == set(texts)
     assert tree.nav_files == texts
-    view = CompiledView(tree.nav_files, {d: c.title for d, c in tree.cards.items()},
-                        dict(zip(tree.doc_ids, tree.texts)), tree.term_index)
+    view = tree.view()
     _, ranking = probe_navigate(view, embedder(), "How is tax calculated on my subscription in Croatia?")
     assert ranking.ranked[0] == "tax-by-country/tax-croatia.md"
     assert any(leaf.path in children for leaf in ranking.leaves for children in parents.values())
@@ -217,3 +215,34 @@ def test_a_flood_of_see_stubs_keeps_the_closest_within_the_file_size():
     assert 3 < len(kept) < 200 and kept == [f"b/{i:03d}.md" for i in range(len(kept))]  # the first ones
     assert f"({200 - len(kept)} more `@see` stubs left out" in many
     assert [c.doc_id for c in parse_nav_file(many, "x").cards] == list(cards)  # every row still there
+
+
+def test_a_crowded_skill_file_keeps_every_group_row_within_the_file_size():
+    """A skill with many sub-groups, long descriptions, entities, examples and related skills: what
+    only helps gives way first (example one-lines, examples, related skills past the closest,
+    stubs), group rows render leaner, and the file stays within its size with a row per group."""
+    from c2s_core.navrows import parse_nav_file
+
+    long = ("Shipping zones, carrier rates, customs declarations, label printing and the return "
+            "labels merchants print for parcels crossing borders in the region")
+    children = [Node(f"L1-{i:04d}", 1, f"Zone {i} shipping", f"Zone {i}: {long}", "Key terms: zone.", "zone",
+                     [], 3, [f"d/{i}-{j}.md" for j in range(3)]) for i in range(24)]
+    cards = {d: DocCard(d, f"Carrier rate sheet {d}", "Rates for one carrier in one zone.", [], [])
+             for c in children for d in c.members}
+    skill = Node("L2-0000", 2, "Shipping", f"Shipping: {long}", "Topic area: shipping. Key terms: zone.", "shipping",
+                 [], sum(c.size for c in children), [c.node_id for c in children], children=children)
+    others = [Node(f"L2-{i:04d}", 2, f"Other {i}", "Other things.", "Other.", "other", [], 1, []) for i in range(1, 9)]
+    for child in children:
+        child.parent = skill
+    forest = Forest([skill, *others], {n.node_id: n for n in [skill, *others, *children]}, 2)
+    assign_names([skill, *others], SKILLS_DIR, {})
+    assign_names(children, skill.dir, {})
+    extras = NodeExtras(examples=list(cards)[:5], entities=[f"carrier {i}" for i in range(12)],
+                        related=[(o.node_id, [f"shared term {j}" for j in range(5)]) for o in others])
+    text = render_node(skill, cards, extras, forest)
+    nav = parse_nav_file(text, f"{skill.dir}/SKILL.md")
+    assert len(text.encode()) <= NAV_FILE_TARGET_BYTES
+    assert [g.name for g in nav.groups] == [c.name for c in children]  # every group row kept
+    assert nav.related and nav.related[0].name == others[0].name  # the closest related skill stays
+    roomy = render_node(skill, cards, NodeExtras(examples=list(cards)[:2]), Forest([skill], forest.by_id, 2))
+    assert len(parse_nav_file(roomy, "x").examples) == 2  # a file with room keeps its examples
