@@ -1,6 +1,8 @@
 """The navigation engine's :class:`~c2s_core.navigation.engine.TreeView` over the sandboxed
 tools: every read is a ``code_execution`` or ``get_document`` call an LLM agent could make, so
-the tools' trace counts the calls and bytes navigation takes."""
+the tools' trace counts the calls and bytes navigation takes. A document read is scored by the
+vector the tree ships for it (its search index's, as dense search scores it): what embedding
+the page would give, computed once by the compile."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import posixpath
 import re
 import shlex
 from collections.abc import Callable
+
+import numpy as np
 
 from c2s_core.layout import SECTION_DOCUMENTS, TERM_INDEX_FILE
 from c2s_core.navigation.engine import DocumentPage
@@ -177,6 +181,10 @@ class ToolView:
     def read_document(self, doc_id: str) -> DocumentPage | None:
         page = parse_document(self.tools.get_document(doc_id))
         return DocumentPage(page.doc_id, page.title, page.text) if page is not None else None
+
+    def document_vectors(self, doc_ids: list[str]) -> np.ndarray | None:
+        index = self.tools.search_index
+        return index.vectors_of(doc_ids) if index is not None else None
 
 
 def _batches(items: list[str], prefix: int, sep: str = " ", quoted: bool = False) -> list[list[str]]:

@@ -207,6 +207,11 @@ class TreeTools:
                      error=output.startswith("error:"))
         return hits, output
 
+    @property
+    def search_index(self) -> SearchIndex | None:
+        """The tree's flat search index, loaded once (None when it has none or it cannot be read)."""
+        return self._load_index()
+
     def _load_index(self) -> SearchIndex | None:
         with self._lock:
             if self._index is None and self.has_search:

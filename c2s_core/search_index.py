@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
@@ -97,6 +98,7 @@ class SearchIndex:
         self.stemmer = stemmer
         self.vectors = vectors  # (documents, dim), unit rows, float16 on disk; None: bm25 only
         self.model = model
+        self._rows: dict[str, int] | None = None  # doc id -> row, built on first use
 
     # -- building and storing ---------------------------------------------------------------
 
@@ -164,6 +166,18 @@ class SearchIndex:
             return "bm25", (f"note: {mode} search needs document vectors, which this tree's search index lacks "
                             f"(compiled before they shipped); ranked by bm25 instead")
         return mode, None
+
+    def vectors_of(self, doc_ids: Sequence[str]) -> np.ndarray | None:
+        """These documents' shipped vectors (float32 rows, in order): the compile's embeddings,
+        as dense search scores them; None without vectors or when one is not indexed."""
+        if not self.has_vectors:
+            return None
+        if self._rows is None:
+            self._rows = {d["doc_id"]: i for i, d in enumerate(self.docs)}
+        rows = [self._rows.get(d) for d in doc_ids]
+        if None in rows:
+            return None
+        return np.asarray(self.vectors[rows], dtype=np.float32).reshape(len(rows), -1)
 
     def bm25_scores(self, query: str) -> np.ndarray:
         if self.retriever is None:

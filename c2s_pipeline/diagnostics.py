@@ -116,6 +116,12 @@ class TreeInputs:
                    _term_index(Path(out)))
 
 
+    def view(self) -> CompiledView:
+        """The tree as the navigation engine reads it (the probe's side of the parity test)."""
+        return CompiledView(self.nav_files, {d: c.title for d, c in self.cards.items()},
+                            dict(zip(self.doc_ids, self.texts)), self.term_index, self.search)
+
+
 def _term_index(out: Path) -> TermIndex:
     """A tree's term_index.txt, parsed (trees compiled before it have none)."""
     path = out / TERM_INDEX_FILE
@@ -137,16 +143,15 @@ def diagnose(tree: TreeInputs, embed: Embed, *, sample: int = SAMPLE_SIZE, seed:
     tree and seed give the same dict."""
     index = _TreeIndex(tree)
     questions = _questions(tree, sample, seed)
-    view = CompiledView(tree.nav_files, {d: c.title for d, c in tree.cards.items()}, dict(zip(tree.doc_ids, tree.texts)),
-                        tree.term_index)
+    view = tree.view()
     # One embedding batch: every row the structural metrics compare and every question, then
-    # what navigation embeds (node rows, leaf cards, documents' card and text).
+    # the node rows navigation scores (one a node: a share of the corpus size).
     vectors = embed(index.row_texts + [q for _, _, q in questions])
     row_vecs = vectors[: len(index.row_texts)]
     memo = _Memo(embed, index.row_texts + [q for _, _, q in questions], vectors)
-    # Cards and documents are embedded as questions reach them: the probe's cost follows its
-    # sampled questions, not the size of the corpus.
     memo.add(nav_row_texts(view))
+    # Leaf cards are embedded as questions reach them (the probe's cost follows its sampled
+    # questions, not the corpus); documents read are scored by the vectors the tree ships.
     report = {
         "collapse": collapse(tree.forest),
         "sibling_similarity": sibling_similarity(tree.forest, index, row_vecs),

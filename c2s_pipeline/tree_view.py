@@ -19,6 +19,7 @@ from sklearn.feature_extraction.text import CountVectorizer
 from c2s_core.layout import SECTION_DOCUMENTS
 from c2s_core.navigation.engine import PAGE_CHARS, DocumentPage
 from c2s_core.navrows import Card, Group, NavFile, parse_nav_file
+from c2s_core.search_index import SearchIndex
 from c2s_core.term_index import TermIndex, TermPostings, leaf_folder
 from c2s_core.tree import parse_skill
 
@@ -33,13 +34,15 @@ def _words(line: str) -> list[str]:
 
 class CompiledView:
     """``nav_files``: path -> rendered text of every nav file; ``titles`` / ``texts``: each
-    document's stored title and text; ``term_index``: term_index.txt, parsed."""
+    document's stored title and text; ``term_index``: term_index.txt, parsed; ``search``: the
+    tree's search index, whose shipped vectors score the documents read (None: embedded)."""
 
     def __init__(self, nav_files: Mapping[str, str], titles: Mapping[str, str], texts: Mapping[str, str],
-                 term_index: TermIndex):
+                 term_index: TermIndex, search: SearchIndex | None = None):
         self.nav_files = dict(nav_files)
         self.titles, self.texts = titles, texts
         self.term_index = term_index
+        self.search = search
         # The top-level skills as the agent's preloaded context lists them: by folder name.
         found = [parse_skill(text, path) for path, text in self.nav_files.items() if path.count("/") == 2]
         self._skills = [(Group(s.name, s.path, s.documents, s.description), s.level)
@@ -148,6 +151,9 @@ class CompiledView:
         if doc_id not in self.texts:
             return None
         return DocumentPage(doc_id, " ".join(self.titles[doc_id].split()), self.texts[doc_id][:PAGE_CHARS])
+
+    def document_vectors(self, doc_ids: list[str]) -> np.ndarray | None:
+        return self.search.vectors_of(doc_ids) if self.search is not None else None
 
     def leaf_cards(self) -> list[Card]:
         """Every card on a leaf's ``## Documents`` rows (what ranking embeds), in path order."""

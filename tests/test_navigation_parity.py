@@ -15,7 +15,6 @@ from c2s_core.navigation.scoring import embedder
 from c2s_pipeline.artifacts import CorpusArtifacts
 from c2s_pipeline.diagnostics import TOP_K, TreeInputs, _questions, diagnose
 from c2s_pipeline.diagnostics import navigate as probe_navigate
-from c2s_pipeline.tree_view import CompiledView
 
 SAMPLE = 40  # documents whose probe questions are asked both ways (~100 questions)
 NO_FALLBACKS = {"route": False, "entities": False, "related": False, "backtrack": False}
@@ -24,8 +23,7 @@ NO_FALLBACKS = {"route": False, "entities": False, "related": False, "backtrack"
 @pytest.fixture(scope="module")
 def probe(sample_tree):
     tree = TreeInputs.load(CorpusArtifacts(sample_tree.home / "artifacts" / "sample"), sample_tree.out)
-    view = CompiledView(tree.nav_files, {d: c.title for d, c in tree.cards.items()},
-                        dict(zip(tree.doc_ids, tree.texts)), tree.term_index)
+    view = tree.view()
     return tree, view, _questions(tree, SAMPLE, 0)
 
 

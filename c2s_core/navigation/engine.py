@@ -108,6 +108,10 @@ class TreeView(Protocol):
     def read_document(self, doc_id: str) -> DocumentPage | None:
         """A document's title and first page (:data:`PAGE_CHARS`); None if there is no such document."""
 
+    def document_vectors(self, doc_ids: list[str]) -> np.ndarray | None:
+        """The vectors the tree ships for these documents (``search_index/vectors.npy``: the
+        compile's embeddings, which dense search scores), rows in order; None when it ships none."""
+
 
 @dataclass(frozen=True)
 class DocumentPage:
@@ -481,7 +485,12 @@ class Engine:
         if not kept:
             return [], {}
         at = {d: i for i, d in enumerate(ids)}
-        doc_emb = self.embed([card_embedding_text(cards[d], pages[d].text) for d in kept]) @ self.qvec
+        # A document read is scored by the vector the tree ships for it (its full card and text,
+        # embedded once by the compile); a tree without vectors has its pages embedded here.
+        vectors = self.view.document_vectors(kept)
+        if vectors is None:
+            vectors = self.embed([card_embedding_text(cards[d], pages[d].text) for d in kept])
+        doc_emb = vectors @ self.qvec
         doc_lex = bm25(self.qterms, [_terms(f"{pages[d].title} {pages[d].text}") for d in kept])
         pick = [at[d] for d in kept]
         final = rrf(card_emb[pick], card_lex[pick], doc_emb, doc_lex, body[pick], title[pick], k=RRF_K,
