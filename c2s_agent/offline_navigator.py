@@ -19,8 +19,9 @@ does not model (each can be turned off, as the probe's parity test does):
   sets, found nothing backtracking ahead had not;
 * ``route``: the confidence that navigation reached the evidence (share of the question's term
   weight inside the opened leaves, times the first level's confidence); below
-  :data:`ROUTE_BELOW` the flat ``search`` tool's ranking is fused with navigation's, weighted
-  up when its best hit stands out, and its best hits are always read.
+  :data:`ROUTE_BELOW` the flat ``search`` tool's rankings (bm25 and dense, asked in the survey)
+  are fused with navigation's as lists, each counting alike, to choose the documents read and
+  to order them.
 
 It then composes an extractive, cited answer from the best documents (:mod:`c2s_agent.compose`).
 """
@@ -53,13 +54,11 @@ REACHED_SHARE = 0.75  # backtrack when the leaves reached hold less of the quest
 MISSING_SHARE = 0.1  # ... and only towards a missing term that carries this much of it
 MAX_BACKTRACKS = 2
 ROUTE_BELOW = 0.8  # routing confidence under which search results join the candidates (tuned on WixQA dev)
-SEARCH_HITS = 10  # documents asked of the search tool when routing to it
-# The search tool's mode when routing to it: on the sample and WixQA dev questions, hybrid gave the
-# routed navigator recall@5 0.950 / 0.954, bm25 0.900 / 0.927, dense 0.950 / 0.929.
-SEARCH_MODE = "hybrid"
-SEARCH_READ = 5  # of those, always read with get_document (not only when the cards rank them)
-SEARCH_LEAD_WEIGHT = 2.0  # extra weight of the search ranking when its best hit stands out
-
+SEARCH_HITS = 10  # documents asked of the search tool in each mode when routing to it
+# The search tool's modes when routing to it: keywords and the document vectors ranked apart, each
+# a list beside navigation's (a question worded as a document's body is found by bm25, one asked
+# in a user's words by dense; hybrid's average of the two sinks the one that is right).
+SEARCH_MODES = ("bm25", "dense")
 
 def navigate(question: str, tools: TreeTools, *, budget: TurnBudget | None = None,
              beam: int | None = None, fetch: int = 10, route: bool = True, route_below: float = ROUTE_BELOW,
@@ -203,31 +202,21 @@ class Navigator(Engine):
     # -- routing ------------------------------------------------------------------------
 
     def in_survey(self) -> None:
-        """Ask the search tool in the survey round: it needs only the question, and whether its
-        hits are fused is decided once navigation's confidence is known."""
-        self.found = self.tools.search_hits(self.question, SEARCH_HITS, SEARCH_MODE) if self.route else []
+        """Ask the search tool in the survey round, once a mode: it needs only the question, and
+        whether its hits are fused is decided once navigation's confidence is known."""
+        index = self.tools.search_index if self.route else None
+        modes = SEARCH_MODES if index is not None and index.has_vectors else SEARCH_MODES[:1]
+        self.found = [self.tools.search_hits(self.question, SEARCH_HITS, mode) for mode in modes] if self.route else []
 
-    def search(self, confidence: float) -> list[SearchHit]:
-        """The survey's search hits, when the routing confidence is low."""
+    def search(self, confidence: float) -> list[list[SearchHit]]:
+        """The survey's search rankings, when the routing confidence is low."""
         if not self.route or confidence >= self.route_below:
             return []
-        self.hits = self.found
+        self.hits = [h for hits in self.found for h in hits]
         self.notes.append(f"routing confidence {confidence:.2f} < {self.route_below}: "
-                          f"{len(self.hits)} search hit(s) fused")
-        return self.hits
-
-    def search_weight(self, hits: list[SearchHit]) -> float:
-        """How much the search tool's ranking counts against navigation's: more when its best hit
-        stands out (on development sets a best hit scoring well above the second was the right
-        document ~95% of the time; a near tie, about half the time)."""
-        # Hybrid scores are fused reciprocal ranks, whose best rarely leads the next by much: the
-        # weight stays near 1 (1.0-1.2 on the dev sets), the two rankings counting about equally.
-        if len(hits) < 2 or hits[0].score <= 0:
-            return 1.0 + SEARCH_LEAD_WEIGHT
-        return 1.0 + SEARCH_LEAD_WEIGHT * (1.0 - hits[1].score / hits[0].score)
-
-    def always_read(self, hits: list[SearchHit]) -> list[str]:
-        return [h.doc_id for h in hits[:SEARCH_READ]]
+                          f"{' and '.join(f'{len(hits)} {mode}' for mode, hits in zip(SEARCH_MODES, self.found))} "
+                          f"search hit(s) fused")
+        return self.found
 
     # -- the answer's path ----------------------------------------------------------------
 

@@ -8,6 +8,10 @@ from collections.abc import Container, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 RRF_K = 10.0  # small k: candidate lists are short (tens), so top ranks should count
+# Routed, navigation's ranking and the search tool's fused as lists of ~10 documents: smaller still,
+# so one list's first few documents hold their place (5 against 10, leave-one-corpus-out over the
+# development corpora: as good on the Debian sets, better on WixQA; benchmarks/README.md).
+ROUTE_RRF_K = 5.0
 # Grep counts below a node rank the branch holding the answer first more often than the row's
 # text does (on development trees, at every level), so they count four times in the fusion.
 EVIDENCE_WEIGHT = 4.0

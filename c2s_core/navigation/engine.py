@@ -56,9 +56,9 @@ from c2s_core.navrows import Card, Group, NavFile
 from c2s_core.term_index import RowScores, TermPostings, best_by_leaf, best_rows, row_scores
 from c2s_core.text import query_terms, terms, title_match
 
-from .beam import (BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, RRF_K, TERM_JUMP_ROWS, TERM_LEAVES, TITLE_WEIGHT,
+from .beam import (BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, ROUTE_RRF_K, RRF_K, TERM_JUMP_ROWS, TERM_LEAVES, TITLE_WEIGHT,
                    beam_width, term_jump)
-from .scoring import SearchHit, bm25, rrf
+from .scoring import SearchHit, bm25, fuse_rankings, rrf
 
 MAX_TERMS = 12  # question terms grepped for
 MAX_ROUNDS = 10  # rounds of tool calls a question may take (the agent's default turn budget)
@@ -213,9 +213,9 @@ class Engine:
         self.body_hits = self._body_terms()
         self.in_survey()
         leaves = self._descend()
-        hits = self._route(leaves)
-        cards = self._candidates(leaves, hits)
-        ranked, pages = self._rank(cards, hits)
+        flat = self._route(leaves)
+        cards = self._candidates(leaves, [h for hits in flat for h in hits])
+        ranked, pages = self._rank(cards, flat)
         return Ranking(leaves, cards, ranked, pages)
 
     def can_descend(self, rounds: int = 1) -> bool:
@@ -240,8 +240,9 @@ class Engine:
         """More skills to open beside the first level's choice (none by default)."""
         return []
 
-    def search(self, confidence: float) -> list[SearchHit]:
-        """Flat search hits to fuse, given the routing confidence (none by default)."""
+    def search(self, confidence: float) -> list[list[SearchHit]]:
+        """Flat search rankings to fuse with navigation's, given the routing confidence (none by
+        default)."""
         return []
 
     # -- survey -------------------------------------------------------------------------
@@ -431,8 +432,8 @@ class Engine:
         found = {t for t in present if any(self.grep_counts[t].get(nav.path, 0) for nav in leaves)}
         return sum(self.idf[t] for t in found) / total
 
-    def _route(self, leaves: list[NavFile]) -> list[SearchHit]:
-        """The confidence that navigation reached the evidence; the search hits a subclass fuses."""
+    def _route(self, leaves: list[NavFile]) -> list[list[SearchHit]]:
+        """The confidence that navigation reached the evidence; the search rankings a subclass fuses."""
         reach = self.reach(leaves) if leaves else 0.0
         self.confidence["reach"] = reach
         self.confidence["routing"] = conf = reach * (0.5 + 0.5 * self.confidence["first_level"])
@@ -441,6 +442,8 @@ class Engine:
     # -- leaves -------------------------------------------------------------------------
 
     def _candidates(self, leaves: list[NavFile], hits: Sequence[SearchHit] = ()) -> dict[str, Card]:
+        """The cards navigation reached (:attr:`navigated`: the leaves' rows, stubs and examples
+        on the way), then those of search hits it did not reach."""
         cards: dict[str, Card] = {}
         self.rows: dict[str, tuple[str, int]] = {}  # doc id -> (leaf, row) of the leaves reached
         for nav in leaves:  # (a leaf the term index led to was read in part: its rows are recorded)
@@ -451,31 +454,31 @@ class Engine:
             for c in nav.see_cards + nav.examples:
                 if c.doc_id not in cards:
                     cards[c.doc_id] = Card(c.doc_id, c.title, c.one_line, c.phrases, c.home or nav.path)
+        self.navigated = set(cards)
         for h in hits:  # a search row has no card: its title stands in
             if h.doc_id not in cards:
                 cards[h.doc_id] = Card(h.doc_id, h.title, home=h.path)
         return cards
 
-    def _rank(self, cards: dict[str, Card], hits: Sequence[SearchHit] = ()) -> tuple[list[str], dict[str, DocumentPage]]:
-        """Cards first (cheap), then the best candidates' text; fused. Search hits (when
-        routed) add their rank as one more signal and their best are always read."""
+    def _rank(self, cards: dict[str, Card], flat: Sequence[Sequence[SearchHit]] = ()
+              ) -> tuple[list[str], dict[str, DocumentPage]]:
+        """Cards first (cheap), then the best candidates' text; fused. When routed, navigation's
+        ranking of what it reached and each flat ranking are fused as lists (reciprocal ranks, each
+        list counting alike), both to choose the documents read and to order them: a document
+        ranked high by any one list is read and stays near the top, where an average of signals
+        would sink it under documents every list ranks middling."""
         if not cards or not self.budget.take():
             return [], {}
         ids = list(cards)
         texts = [cards[d].text for d in ids]
         card_emb = self.embed(texts) @ self.qvec
         card_lex = bm25(self.qterms, [_terms(t) for t in texts])
-        searched = {h.doc_id: 1.0 / (1 + i) for i, h in enumerate(hits)}
-        flat = np.array([searched.get(d, 0.0) for d in ids])
-        searched_weight = self.search_weight(hits)
         body = self._row_scores(ids)
         title = np.array([title_match(self.qterms, _terms(cards[d].title), self.idf) for d in ids])
-        first = rrf(card_emb, card_lex, body, title, *([flat] if hits else []), k=RRF_K,
-                    weights=[1.0, 1.0, BODY_CARD_WEIGHT, TITLE_WEIGHT, searched_weight][:4 + bool(hits)])
-        # At most ``fetch`` documents, read in one round: the search hits always read, then the best cards.
-        order = [ids[i] for i in np.argsort(-first, kind="stable")[: self.fetch]]
-        extra = [d for d in self.always_read(hits) if d not in order][: self.fetch]
-        order = order[: self.fetch - len(extra)] + extra
+        first = rrf(card_emb, card_lex, body, title, k=RRF_K, weights=[1.0, 1.0, BODY_CARD_WEIGHT, TITLE_WEIGHT])
+        lists = [[h.doc_id for h in hits] for hits in flat]
+        # At most ``fetch`` documents, read in one round.
+        order = self._fused([ids[i] for i in np.argsort(-first, kind="stable")], lists)[: self.fetch]
         pages: dict[str, DocumentPage] = {}
         for doc_id in order:
             page = self.view.read_document(doc_id)
@@ -495,17 +498,15 @@ class Engine:
         pick = [at[d] for d in kept]
         final = rrf(card_emb[pick], card_lex[pick], doc_emb, doc_lex, body[pick], title[pick], k=RRF_K,
                     weights=[1.0, 1.0, 1.0, 1.0, BODY_CARD_WEIGHT, TITLE_WEIGHT])
-        if hits:  # two rankings, navigation's and the search tool's, fused as lists
-            final = rrf(final, flat[pick], k=RRF_K, weights=[1.0, searched_weight])
-        return [kept[i] for i in np.argsort(-final, kind="stable")], pages
+        ranked = [kept[i] for i in np.argsort(-final, kind="stable")]
+        return self._fused(ranked, [[d for d in ranking if d in pages] for ranking in lists]), pages
 
-    def search_weight(self, hits: Sequence[SearchHit]) -> float:
-        """How much the search ranking counts against navigation's (a subclass that routes says)."""
-        return 1.0
-
-    def always_read(self, hits: Sequence[SearchHit]) -> list[str]:
-        """Search hits read whatever their cards' rank (a subclass that routes says)."""
-        return []
+    def _fused(self, ranked: list[str], lists: list[list[str]]) -> list[str]:
+        """``ranked`` (navigation's order) alone, or, routed, its documents navigation reached
+        fused with the flat rankings."""
+        if not lists:
+            return ranked
+        return fuse_rankings([[d for d in ranked if d in self.navigated], *lists], ROUTE_RRF_K)
 
     def _number_leaves(self, paths: list[str]) -> None:
         """The term-index numbers of leaves read that the survey did not name, looked up by

@@ -46,6 +46,17 @@ def ranks(scores: Sequence[float]) -> np.ndarray:
     return out
 
 
+def fuse_rankings(rankings: Sequence[Sequence[str]], k: float) -> list[str]:
+    """Reciprocal rank fusion of ranked lists of ids: each id scores the sum of 1 / (k + 1 +
+    rank) over the lists holding it; ties keep the order ids first appear in (the first list's
+    order first)."""
+    score: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, item in enumerate(ranking):
+            score[item] = score.get(item, 0.0) + 1.0 / (k + 1 + rank)
+    return sorted(score, key=lambda item: -score[item])
+
+
 @dataclass(frozen=True)
 class SearchHit:
     """One row of the flat search tool (``c2s_core.search_index``), which the engine fuses."""
