@@ -9,6 +9,7 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import Protocol
 
 from .frontmatter import parse_frontmatter
@@ -80,8 +81,12 @@ def doc_row(card: DocCard, style: RowStyle = ROW_STYLES[0]) -> str:
 
 def doc_rows(cards: list[DocCard], room: int) -> list[str]:
     """The richest rows that fit in ``room`` bytes (the leanest when none do)."""
-    for style in ROW_STYLES:
-        rows = [doc_row(card, style) for card in cards]
+    return _richest(([doc_row(card, style) for card in cards] for style in ROW_STYLES), room)
+
+
+def _richest(renderings: Iterable[list[str]], room: int) -> list[str]:
+    """The first of ``renderings`` (richest first) whose lines fit in ``room`` bytes; the last when none do."""
+    for rows in renderings:
         if sum(len(r.encode()) + 1 for r in rows) <= room:
             break
     return rows
@@ -107,11 +112,7 @@ def group_row(child: GroupNode, description_chars: int = ROW_DESCRIPTION_CHARS) 
 
 def group_rows(children: list[GroupNode], room: int) -> list[str]:
     """The richest sub-group rows that fit in ``room`` bytes (the leanest when none do)."""
-    for chars in GROUP_DESCRIPTION_CHARS:
-        rows = [group_row(child, chars) for child in children]
-        if sum(len(r.encode()) + 1 for r in rows) <= room:
-            break
-    return rows
+    return _richest(([group_row(child, chars) for child in children] for chars in GROUP_DESCRIPTION_CHARS), room)
 
 
 def doc_stub(card: DocCard, canonical: str) -> str:
