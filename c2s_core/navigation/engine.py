@@ -23,7 +23,9 @@ round depend only on what earlier rounds returned, as an agent's parallel tool c
 3. rank the cards of the opened leaves (plus ``@see`` stubs and example rows seen on the way)
    on card embedding, card BM25, their term-index rows and how closely their titles restate
    the question (:func:`~c2s_core.text.title_match`), read the best :attr:`Engine.fetch`
-   documents (one round) and re-rank on cards and document text together.
+   documents (one round) and re-rank on cards and document text together (a document's text
+   by the vector the tree ships for it, :meth:`TreeView.document_vectors`). Routed, the flat
+   rankings are fused with navigation's as lists, for both the reading and the order.
 
 A tree whose skills stand h levels above the documents takes h + 2 rounds: the survey, h - 1
 levels of choice, the leaves, the documents.
