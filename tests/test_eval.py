@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from c2s_agent.evaluation.metrics import (QAError, QAItem, clean_answer, context_scores, load_qa, mrr_at,
                                           normalize, paired_bootstrap, recall_at, token_f1)
 from c2s_agent.evaluation.runner import MethodError, parse_methods
+from c2s_agent.offline_navigator import ROUTE_BELOW, SEARCH_MODES
 
 from .conftest import WIXQA
 
@@ -261,8 +262,9 @@ def test_eval_reports_routed_and_navigation_only_side_by_side(wixqa_tree, tmp_pa
     routed = [r for r in rows if r["method"] == "navigator"]
     assert len(alone) == len(routed) == 6
     assert all(r["usage"]["search_calls"] == 0 and not r["usage"]["routed"] for r in alone)
-    for r in routed:  # searched exactly when its routing confidence was low
-        assert r["usage"]["search_calls"] == int(r["usage"]["routed"])
+    for r in routed:  # asked in the survey, once a mode; fused exactly when its routing confidence was low
+        assert r["usage"]["search_calls"] == len(SEARCH_MODES)
+        assert r["usage"]["routed"] == (r["usage"]["confidence_routing"] < ROUTE_BELOW)
     assert "| navigator-only |" in (out / "results.md").read_text()
 
 
