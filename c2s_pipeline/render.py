@@ -55,8 +55,7 @@ def render_node(node: Node, cards: dict[str, DocCard], extras: NodeExtras, fores
     gives way before any row does, and rows render leaner before they would overflow."""
     head, see_also, related = _frame(node, extras, forest)
     examples = _examples(extras.examples, cards, with_one_line=True)
-    # The rows' room: what stays beside them at the least (stubs are cut to fit after).
-    extra = _size(head + _examples(extras.examples, cards, with_one_line=False) + related)
+    extra = _size(_beside_rows(node, cards, extras, forest))
     if node.is_leaf:
         body = [f"{SECTION_DOCUMENTS} ({len(node.members)})\n",
                 *doc_rows([cards[d] for d in node.members], NAV_FILE_TARGET_BYTES - extra)]
@@ -111,18 +110,25 @@ def _left_out(stubs: int) -> str:
 
 def rows_fit(node: Node, cards: dict[str, DocCard], extras: NodeExtras, forest: Forest) -> bool:
     """Whether ``node``'s rows fit its nav file: rendered as lean as it can be (a leaf's document
-    rows in the leanest row style, examples without their one-lines) and less its ``@see`` stubs,
-    it stays within NAV_FILE_TARGET_BYTES. A leaf whose rows do not is crowded and lists
-    sub-groups instead (:mod:`.subgroups`); stubs are left out because a split does not make
-    them fewer."""
-    head, _, related = _frame(node, extras, forest)
-    examples = _examples(extras.examples, cards, with_one_line=False)
+    rows in the leanest row style, examples without their one-lines) and less its ``@see`` stubs
+    (but for the line saying they were left out), it stays within NAV_FILE_TARGET_BYTES. A leaf
+    whose rows do not is crowded and lists sub-groups instead (:mod:`.subgroups`); stubs are
+    left out because a split does not make them fewer."""
     if node.is_leaf:
         body = [f"{SECTION_DOCUMENTS} ({len(node.members)})\n",
                 *(doc_row(cards[d], ROW_STYLES[-1]) for d in node.members)]
     else:
         body = [f"{SECTION_SUBGROUPS} ({len(node.children)})\n", *(group_row(child) for child in node.children)]
-    return len(_text(head + body + examples + related).encode()) <= NAV_FILE_TARGET_BYTES
+    return len(_text(_beside_rows(node, cards, extras, forest) + body).encode()) <= NAV_FILE_TARGET_BYTES
+
+
+def _beside_rows(node: Node, cards: dict[str, DocCard], extras: NodeExtras, forest: Forest) -> list[str]:
+    """What a nav file keeps beside its rows at the least: its head, examples without their
+    one-lines, its related skills and, where it has ``@see`` stubs, their heading and the line
+    saying they were left out (the stubs themselves take what room is left)."""
+    head, see_also, related = _frame(node, extras, forest)
+    stubs_note = [see_also[0], _left_out(len(see_also) - 1)] if see_also else []
+    return head + _examples(extras.examples, cards, with_one_line=False) + related + stubs_note
 
 
 def _frame(node: Node, extras: NodeExtras, forest: Forest) -> tuple[list[str], list[str], list[str]]:

@@ -246,3 +246,30 @@ def test_a_crowded_skill_file_keeps_every_group_row_within_the_file_size():
     assert nav.related and nav.related[0].name == others[0].name  # the closest related skill stays
     roomy = render_node(skill, cards, NodeExtras(examples=list(cards)[:2]), Forest([skill], forest.by_id, 2))
     assert len(parse_nav_file(roomy, "x").examples) == 2  # a file with room keeps its examples
+
+
+def test_a_full_leaf_with_stubs_keeps_the_left_out_line_within_the_file_size():
+    """Rows that fill a leaf leave room for the line saying its stubs were left out: the file
+    stays within its size, and a leaf whose leanest rows plus that line do not fit is crowded."""
+    from c2s_core.navrows import doc_stub, parse_nav_file
+
+    def leaf_of(n: int) -> tuple[Node, dict, Forest]:
+        cards = {f"a/{i}.md": DocCard(f"a/{i}.md", f"Regional sales tax rule for district number {i}",
+                                      "Tax for one region.", [], []) for i in range(n)}
+        leaf = Node("L1-0000", 1, "Tax", "Tax rules", "Key terms: tax.", "tax", [], len(cards), list(cards))
+        forest = Forest([leaf], {leaf.node_id: leaf}, 1)
+        assign_names([leaf], SKILLS_DIR, {})
+        return leaf, cards, forest
+
+    stubs = [doc_stub(DocCard(f"b/{i:03d}.md", f"Shipping fee table for zone {i}", "", [], []),
+                      f"{SKILLS_DIR}/other/zone-{i:03d}/{INDEX_FILE}") for i in range(50)]
+    def fits(n: int) -> bool:
+        leaf, cards, forest = leaf_of(n)
+        return rows_fit(leaf, cards, NodeExtras(see_also=stubs), forest)
+
+    n = max(n for n in range(20, 120) if fits(n))  # the fullest leaf that still fits
+    leaf, cards, forest = leaf_of(n)
+    text = render_node(leaf, cards, NodeExtras(see_also=stubs), forest)
+    assert len(text.encode()) <= NAV_FILE_TARGET_BYTES
+    assert "more `@see` stubs left out" in text and len(parse_nav_file(text, "x").cards) == n
+    assert not fits(n + 1)
