@@ -244,6 +244,7 @@ def bench_corpus(name: str, source: Path, args, info: dict | None = None) -> dic
         result["load_before"] = [round(x, 2) for x in os.getloadavg()]
         cold_s, cold, error = timed_compile(spec, home, args.provider, args.model, not args.quiet, meter)
         result["cold_s"] = round(cold_s, 3)
+        result["peak_rss_mb"] = peak_rss_mb()
         result["encoder_in_compile"] = meter.as_dict()
         if error:
             stages = art.stage_records() if (art.root / "stages").exists() else {}
@@ -281,6 +282,17 @@ def bench_corpus(name: str, source: Path, args, info: dict | None = None) -> dic
             log(f"[{name}] kept {home}")
         else:
             shutil.rmtree(home, ignore_errors=True)
+
+
+def peak_rss_mb() -> dict:
+    """Peak resident memory so far, in MB: this process's (the compile runs in it) and the
+    largest of its finished child processes' (steps a multiprocess executor ran). A process's
+    peak covers its whole life, so a later corpus's figure is at least an earlier one's."""
+    import resource
+
+    kb = {who: resource.getrusage(flag).ru_maxrss for who, flag in
+          (("process", resource.RUSAGE_SELF), ("children", resource.RUSAGE_CHILDREN))}
+    return {who: round(v / 1024, 1) for who, v in kb.items()}
 
 
 # -- report ----------------------------------------------------------------------------------------
@@ -349,6 +361,9 @@ def report(r: dict) -> str:
                f"{r['cold_s'] - inc['encode_s'] - inc['model_load_s']:.2f} s)")
     out.append(f"ratio compile/encoder {r['ratio']:8.2f}   (cold wall / encoder only; against the encode time "
                f"measured inside the same cold compile: {r['ratio_in_compile']:.2f})")
+    if "peak_rss_mb" in r:
+        out.append(f"peak RSS after the cold compile: {r['peak_rss_mb']['process']:,.0f} MB (benchmark process, "
+                   f"the compile in it), {r['peak_rss_mb']['children']:,.0f} MB (largest child process)")
     out.append(f"load average before/after: {r.get('load_before')} / {r.get('load_after')} "
                f"(other work on the machine inflates every figure)")
     failed = {k: v for k, v in r["checks"].items() if not v["passed"]}
@@ -364,6 +379,7 @@ def summary_line(r: dict) -> str:
         return f"{r['corpus']}: FAILED cold_s={r['cold_s']:.1f} error={r['error']!r}"
     return (f"{r['corpus']}: docs={r['stats']['documents']['accepted']} cold_s={r['cold_s']:.2f} "
             f"warm_s={r['warm_s']:.2f} encoder_s={r['encoder']['seconds']:.2f} ratio={r['ratio']:.2f} "
+            f"peak_rss_mb={r['peak_rss_mb']['process']:.0f} "
             f"(in-compile encode_s={r['encoder_in_compile']['encode_s']:.2f} ratio={r['ratio_in_compile']:.2f})")
 
 
