@@ -138,9 +138,10 @@ def soft_members(art: CorpusArtifacts) -> dict[str, list[str]]:
     return soft
 
 
-def diagnose(tree: TreeInputs, embed: Embed, *, sample: int = SAMPLE_SIZE, seed: int = SEED) -> dict:
+def diagnose(tree: TreeInputs, embed: Embed, *, sample: int = SAMPLE_SIZE, seed: int = SEED,
+             on_progress: Callable[[int, int], None] | None = None) -> dict:
     """Every diagnostic of ``tree`` as a JSON-ready dict (see the module docstring); the same
-    tree and seed give the same dict."""
+    tree and seed give the same dict. ``on_progress(done, total)`` follows the probe's questions."""
     index = _TreeIndex(tree)
     questions = _questions(tree, sample, seed)
     view = tree.view()
@@ -157,7 +158,7 @@ def diagnose(tree: TreeInputs, embed: Embed, *, sample: int = SAMPLE_SIZE, seed:
         "sibling_similarity": sibling_similarity(tree.forest, index, row_vecs),
         "cohesion": cohesion(index, tree.vectors),
         "path_term_coverage": path_term_coverage(tree, index),
-        "probe": _probe(tree, view, memo, questions, vectors[len(index.row_texts):], seed),
+        "probe": _probe(tree, view, memo, questions, vectors[len(index.row_texts):], seed, on_progress),
     }
     probe = report["probe"]
     report["navigability_score"] = probe["reach"]["rate"]
@@ -345,7 +346,7 @@ def navigate(view: CompiledView, embed: Embed, question: str) -> tuple[Engine, R
 
 
 def _probe(tree: TreeInputs, view: CompiledView, embed: _Memo, questions: list[tuple[int, str, str]],
-           question_vecs: np.ndarray, seed: int) -> dict:
+           question_vecs: np.ndarray, seed: int, on_progress: Callable[[int, int], None] | None = None) -> dict:
     if not questions:  # no document has a usable title or sentence: nothing to measure
         empty = {"rate": None, "low": None, "high": None}
         return {"documents": 0, "questions": 0, "seed": seed, "beam": {"min": 0, "mean": 0.0, "max": 0},
@@ -366,6 +367,8 @@ def _probe(tree: TreeInputs, view: CompiledView, embed: _Memo, questions: list[t
         at = search_row[doc_id]
         bm25_hit.append(len(searched) > 0 and searched[at] > 0 and _stable_rank(searched, at) < TOP_K)
         dense_hit.append(_stable_rank(dense_all[q], row) < TOP_K)
+        if on_progress is not None:
+            on_progress(q + 1, len(questions))
     docs = np.array([row for row, _, _ in questions])
     kinds = np.array([kind for _, kind, _ in questions])
     rng = np.random.default_rng(seed)

@@ -136,7 +136,7 @@ def test_a_compile_off_a_terminal_logs_its_progress_and_shows_rejected_names_ine
     assert result.exit_code == 0, result.output
     # CliRunner's stderr is no terminal: each stage that reports progress says when it is done, on a line.
     done = [m.group(1) for m in re.finditer(r"^\d\d:\d\d:\d\d (\w+) (\d+)/\2\b", result.output, re.M)]
-    assert {"doc_cards", "doc_embeddings", "summaries_l1"} <= set(done), result.output
+    assert {"doc_cards", "doc_embeddings", "summaries_l1", "staged_tree"} <= set(done), result.output  # the probe too
     assert len(done) == len(set(done))
     assert "\x1b" not in result.output
     assert "evil\\x1b[2J\\x0aname.md: empty file" in result.output

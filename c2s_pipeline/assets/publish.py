@@ -254,7 +254,7 @@ def staged_tree(stage: Stage, workspace: WorkspaceResource, llm: LLMResource, en
                           soft_members(art), SearchIndex.load(staged), files, term_index)
         started = time.perf_counter()
         report = diagnose(tree, lambda texts: embed_with_cache(encoder.encoder, workspace.workspace.cache, texts,
-                                                               stage.embeddings))
+                                                               stage.embeddings), on_progress=stage.progress)
         _add_navigability(manifest, report, round(time.perf_counter() - started, 3), stage)
         (staged / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
     except BaseException:
