@@ -418,6 +418,15 @@ def test_search_index_ships_vectors_float16_memory_mapped_in_index_order(searcha
         write_search_index(searchable, doc_vectors(["refund-policy"]), ["refund-policy"], BUNDLED_MODEL)
 
 
+def test_dense_scores_in_blocks_equal_one_product(searchable, monkeypatch):
+    import c2s_core.search_index as search_index
+
+    index = SearchIndex.load(searchable)
+    whole = np.asarray(index.vectors, dtype=np.float32) @ embedded("when will my parcel get here")
+    monkeypatch.setattr(search_index, "DENSE_BLOCK_ROWS", 3)  # four documents: a full block and a short one
+    assert np.allclose(index.dense_scores("when will my parcel get here"), whole, atol=1e-6)
+
+
 def test_search_modes_dense_and_hybrid(searchable):
     from c2s_core.navigation.scoring import rrf
 
