@@ -60,6 +60,7 @@ SEARCH_HITS = 10  # documents asked of the search tool in each mode when routing
 # in a user's words by dense; hybrid's average of the two sinks the one that is right).
 SEARCH_MODES = ("bm25", "dense")
 
+
 def navigate(question: str, tools: TreeTools, *, budget: TurnBudget | None = None,
              beam: int | None = None, fetch: int = 10, route: bool = True, route_below: float = ROUTE_BELOW,
              entities: bool = True, related: bool = True, backtrack: bool = True, **_: object) -> Reply:
@@ -204,9 +205,12 @@ class Navigator(Engine):
     def in_survey(self) -> None:
         """Ask the search tool in the survey round, once a mode: it needs only the question, and
         whether its hits are fused is decided once navigation's confidence is known."""
-        index = self.tools.search_index if self.route else None
+        self.found: list[list[SearchHit]] = []
+        if not self.route:
+            return
+        index = self.tools.search_index
         modes = SEARCH_MODES if index is not None and index.has_vectors else SEARCH_MODES[:1]
-        self.found = [self.tools.search_hits(self.question, SEARCH_HITS, mode) for mode in modes] if self.route else []
+        self.found = [self.tools.search_hits(self.question, SEARCH_HITS, mode) for mode in modes]
 
     def search(self, confidence: float) -> list[list[SearchHit]]:
         """The survey's search rankings, when the routing confidence is low."""

@@ -178,7 +178,7 @@ class SearchIndex:
         rows = [self._rows.get(d) for d in doc_ids]
         if None in rows:
             return None
-        return np.asarray(self.vectors[rows], dtype=np.float32).reshape(len(rows), -1)
+        return np.asarray(self.vectors[rows], dtype=np.float32)  # a list of rows: always (len, dim)
 
     def bm25_scores(self, query: str) -> np.ndarray:
         if self.retriever is None:

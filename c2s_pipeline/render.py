@@ -55,7 +55,8 @@ def render_node(node: Node, cards: dict[str, DocCard], extras: NodeExtras, fores
     gives way before any row does, and rows render leaner before they would overflow."""
     head, see_also, related = _frame(node, extras, forest)
     examples = _examples(extras.examples, cards, with_one_line=True)
-    extra = _size(_beside_rows(node, cards, extras, forest))
+    lean_examples = _examples(extras.examples, cards, with_one_line=False)
+    extra = _size(_beside_rows(head, see_also, related, lean_examples))
     if node.is_leaf:
         body = [f"{SECTION_DOCUMENTS} ({len(node.members)})\n",
                 *doc_rows([cards[d] for d in node.members], NAV_FILE_TARGET_BYTES - extra)]
@@ -63,7 +64,7 @@ def render_node(node: Node, cards: dict[str, DocCard], extras: NodeExtras, fores
         body = [f"{SECTION_SUBGROUPS} ({len(node.children)})\n",
                 *group_rows(node.children, NAV_FILE_TARGET_BYTES - extra)]
     if _size(head + body + see_also + examples + related) > NAV_FILE_TARGET_BYTES:
-        examples = _examples(extras.examples, cards, with_one_line=False)  # their own rows say the rest
+        examples = lean_examples  # their own rows say the rest
     if _size(head + body + examples + related) > NAV_FILE_TARGET_BYTES:
         examples = []  # examples are documents listed below: a crowded node shows its rows instead
     related = _related_within(related, NAV_FILE_TARGET_BYTES - _size(head + body))
@@ -114,21 +115,22 @@ def rows_fit(node: Node, cards: dict[str, DocCard], extras: NodeExtras, forest: 
     (but for the line saying they were left out), it stays within NAV_FILE_TARGET_BYTES. A leaf
     whose rows do not is crowded and lists sub-groups instead (:mod:`.subgroups`); stubs are
     left out because a split does not make them fewer."""
+    head, see_also, related = _frame(node, extras, forest)
     if node.is_leaf:
         body = [f"{SECTION_DOCUMENTS} ({len(node.members)})\n",
                 *(doc_row(cards[d], ROW_STYLES[-1]) for d in node.members)]
     else:
         body = [f"{SECTION_SUBGROUPS} ({len(node.children)})\n", *(group_row(child) for child in node.children)]
-    return len(_text(_beside_rows(node, cards, extras, forest) + body).encode()) <= NAV_FILE_TARGET_BYTES
+    beside = _beside_rows(head, see_also, related, _examples(extras.examples, cards, with_one_line=False))
+    return len(_text(beside + body).encode()) <= NAV_FILE_TARGET_BYTES
 
 
-def _beside_rows(node: Node, cards: dict[str, DocCard], extras: NodeExtras, forest: Forest) -> list[str]:
+def _beside_rows(head: list[str], see_also: list[str], related: list[str], lean_examples: list[str]) -> list[str]:
     """What a nav file keeps beside its rows at the least: its head, examples without their
     one-lines, its related skills and, where it has ``@see`` stubs, their heading and the line
     saying they were left out (the stubs themselves take what room is left)."""
-    head, see_also, related = _frame(node, extras, forest)
     stubs_note = [see_also[0], _left_out(len(see_also) - 1)] if see_also else []
-    return head + _examples(extras.examples, cards, with_one_line=False) + related + stubs_note
+    return head + lean_examples + related + stubs_note
 
 
 def _frame(node: Node, extras: NodeExtras, forest: Forest) -> tuple[list[str], list[str], list[str]]:

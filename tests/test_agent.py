@@ -425,6 +425,12 @@ def test_dense_scores_in_blocks_equal_one_product(searchable, monkeypatch):
     whole = np.asarray(index.vectors, dtype=np.float32) @ embedded("when will my parcel get here")
     monkeypatch.setattr(search_index, "DENSE_BLOCK_ROWS", 3)  # four documents: a full block and a short one
     assert np.allclose(index.dense_scores("when will my parcel get here"), whole, atol=1e-6)
+    # The vectors navigation scores the documents it read by: the same rows, in the order asked.
+    row = {d["doc_id"]: i for i, d in enumerate(index.docs)}
+    wanted = ["shipping-times", "refund-policy"]
+    assert np.array_equal(index.vectors_of(wanted), np.asarray(index.vectors, np.float32)[[row[d] for d in wanted]])
+    assert index.vectors_of([]).shape == (0, index.vectors.shape[1])
+    assert index.vectors_of(["shipping-times", "no-such-doc"]) is None
 
 
 def test_search_modes_dense_and_hybrid(searchable):
