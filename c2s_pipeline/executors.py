@@ -47,6 +47,11 @@ def _celery() -> ExecutorDefinition:
         return executor
     # The same file as the workers' -y: `execution: config: {broker, backend, config_source}`.
     config = (yaml.safe_load(Path(path).read_text()) or {}).get("execution", {}).get("config", {})
+    if str(config.get("broker", "")).startswith("filesystem://"):
+        from .celery_broker import TRANSPORT
+
+        # Kombu's own filesystem channel lets a worker read a message before it is written.
+        config = {**config, "config_source": {"broker_transport": TRANSPORT, **(config.get("config_source") or {})}}
     return executor.configured(config, name="celery")
 
 
