@@ -48,6 +48,18 @@ DEV_SOURCES = ("git", "manpages", "postgresql", "cmake")
 # The scale corpus (over 50,000 documents): the Java SE and JavaFX APIs, member by member, beside
 # the development sources.
 SCALE_SOURCES = ("javadoc", *DEV_SOURCES)
+# The command reference's packages: tools an administrator reaches for, none in DEV_SOURCES.
+COMMAND_PACKAGES = ("coreutils", "util-linux", "systemd", "openssh-client", "iproute2", "procps",
+                    "findutils", "rsync", "curl", "apt", "dpkg", "tar", "grep", "sed", "gawk", "sudo",
+                    "lvm2", "e2fsprogs", "cron", "logrotate", "tmux", "openssl", "gpg", "mdadm",
+                    "parted", "cryptsetup-bin", "nftables", "iptables", "diffutils", "wget", "xz-utils",
+                    "zstd", "less", "man-db", "kmod", "udev", "bind9-dnsutils", "net-tools")
+# The help center's packages: each ships Mallard pages under usr/share/help/C/<app>/.
+HELP_PACKAGES = ("gnome-user-docs", "evolution-common", "evince-common", "seahorse", "shotwell-common",
+                 "gedit-common", "eog", "gnome-terminal-data", "gnome-calculator", "gnome-system-monitor",
+                 "pitivi", "gnome-boxes", "epiphany-browser-data", "zenity-common", "totem-common",
+                 "file-roller", "cheese-common", "brasero-common", "simple-scan", "gnome-music", "baobab",
+                 "gnome-clocks", "polari", "gnome-photos", "gnome-logs")
 MIN_DOC_CHARS = 200  # shorter fragments are navigation crumbs, not documents
 MAX_DOC_CHARS = 6000  # pages longer than this are split into their sections
 TITLE_SEP = " › "
@@ -674,6 +686,73 @@ def parse_manpage(path: Path) -> Node | None:
 
 
 # --------------------------------------------------------------------------
+# Mallard (GNOME's help pages: .page XML)
+
+_MAL = "{http://projectmallard.org/1.0/}"
+# Editorial and navigation markup: not what a reader of the page sees as its text.
+_MAL_SKIP = {"info", "links", "comment", "media", "include"}
+_MAL_LEAF = {"p", "code", "screen", "title", "subtitle", "synopsis"}
+
+
+def _mal_tag(el) -> str:
+    return el.tag.rsplit("}", 1)[-1] if isinstance(el.tag, str) else ""
+
+
+def _mal_text(el, out: list[str], prefix: str = "") -> None:
+    """The text of a page or section's own blocks (not its sub-sections), a line per block;
+    a list or step item's first block is marked as a list entry."""
+    for child in el:
+        tag = _mal_tag(child)
+        if tag in _MAL_SKIP or tag == "section":
+            continue
+        if tag in ("code", "screen"):
+            text = "".join(child.itertext()).strip("\n")
+        elif tag in _MAL_LEAF:
+            text = _WS.sub(" ", "".join(child.itertext())).strip()
+        else:
+            item = tag == "item"
+            _mal_text(child, out, "- " if item else prefix)
+            continue
+        if text:
+            out.append(prefix + text)
+            prefix = ""
+
+
+def _mal_title(el) -> str | None:
+    title = el.find(f"{_MAL}title")
+    return _WS.sub(" ", "".join(title.itertext())).strip() if title is not None else None
+
+
+def _mal_section(el, heading: str) -> Node:
+    lines: list[str] = []
+    _mal_text(el, lines)
+    if heading and lines and lines[0] == heading:  # the section's own <title> is its heading
+        lines = lines[1:]
+    children = [_mal_section(s, _mal_title(s) or "") for s in el.findall(f"{_MAL}section")]
+    return Node(el.get("id"), heading, "\n".join(lines), children)
+
+
+def parse_mallard(path: Path) -> Node | None:
+    import xml.etree.ElementTree as ET
+
+    try:
+        page = ET.parse(path).getroot()
+    except ET.ParseError as exc:
+        raise CorpusError(f"{path}: not well-formed Mallard XML: {exc}") from exc
+    if _mal_tag(page) != "page":
+        return None
+    root = _mal_section(page, _mal_title(page) or path.stem)
+    root.anchor = None
+    return root
+
+
+def _mallard_files(tree: Path) -> Iterator[tuple[Path, str]]:
+    root = tree / "usr/share/help/C"  # the English originals; other folders are translations
+    for path in sorted(root.glob("*/*.page")):
+        yield path, path.relative_to(root).as_posix()
+
+
+# --------------------------------------------------------------------------
 # Sources: which packages, which files, how to parse them
 
 
@@ -732,6 +811,11 @@ SOURCES: dict[str, Source] = {
         _html_files("usr/share/doc/*/api", r"(^|/)(class-use|index-files|doc-files)/"
                     r"|(^|/)[^A-Z/][^/]*\.html$"),
         parse_javadoc, split_units),
+    # A help center's tech-support articles: GNOME's desktop help, its administrators' guide and
+    # the help of the desktop's applications.
+    "gnome-help": Source(lambda: list(HELP_PACKAGES), _mallard_files, parse_mallard),
+    # A command reference: the manual pages of a system's everyday administration tools.
+    "commands": Source(lambda: list(COMMAND_PACKAGES), _man_files, parse_manpage),
     "cmake": Source(
         lambda: ["cmake-doc"],
         _html_files("usr/share/doc/cmake-data/html", r"^_|(^|/)(genindex|search|index)\.html$"),

@@ -10,6 +10,8 @@ of a document's body into the questions they answer:
 - "Y is used to X." / "Y can be used to X." -> "What is used to X?"
 - "If you want to X, Y."                -> "How do I X?"
 - "If X, Y."                            -> "What happens if X?"
+- "To X:" (steps follow)               -> "How do I X?"
+- "You can X by clicking/using ... Y." -> "How can I X?"
 
 A sentence becomes a question only when its key content (the words the question keeps) is
 distinctive: the question's content terms occur together in exactly one document of the
@@ -70,6 +72,11 @@ PATTERNS: tuple[tuple[str, re.Pattern, str], ...] = (
      "How do I {key}?"),
     ("if-x-then", re.compile(r"^If (?!you (?:do not|don't) )(?P<key>[a-z][^,;:]{12,110}), .{8,}\.$"),
      "What happens if {key}?"),
+    # A help article's steps, introduced by the task they carry out: "To X:" then the list.
+    ("to-x-steps", re.compile(r"^To (?P<key>[a-z][^,;:]{8,110}):$"), "How do I {key}?"),
+    ("you-can-x-by", re.compile(r"^You can (?P<key>[a-z][^,;:]{8,110}?) by (?:clicking|pressing|selecting|using|"
+                                r"running|opening|typing|choosing|adding|setting|editing|changing)\b.{3,}\.$"),
+     "How can I {key}?"),
 )
 
 MIN_SENTENCE, MAX_SENTENCE = 30, 260

@@ -1,16 +1,18 @@
-"""Development sets for navigation against flat retrieval, and their acceptance table.
+"""Development corpora for navigation against flat retrieval, and their acceptance table.
 
-Builds the project's own development sets from public text that is not the Python
-documentation (a language's reference docs are held out for evaluation, so nothing here is
-tuned on them), compiles them with the offline default, and runs ``nav_bench.evaluate`` on
-each set:
+Builds the project's development corpora from public text (the Python documentation is left
+out: a language's reference docs are held out for evaluation, so nothing here is tuned on
+them), compiles each with the offline default, and runs ``nav_bench.evaluate`` on each of
+their question sets. The corpora are of different kinds, so a constant chosen on them is
+chosen leave-one-corpus-out (``loco.py``), never on one:
 
-- ``debian known-item``: a deterministic sample of the Debian documentation corpus
-  (``debian_corpus.DEV_SOURCES``: git, man pages, PostgreSQL, CMake), questions templated
-  from distinctive titles;
-- ``debian faq`` / ``debian faq-page``: FAQ-style questions drawn from the same documents'
-  body text (``faq_questions.py``), gold the source section / every section of its page;
-- ``wixqa dev``: the shared WixQA sample and its dev questions.
+| corpus | kind | documents | question sets |
+|---|---|---|---|
+| ``debian-dev`` | reference documentation | a 2,000-document sample of ``DEV_SOURCES`` | known-item (titles), FAQ from body text (section and page gold) |
+| ``wixqa`` | help center | the shared WixQA sample (173) | its 80 expert questions |
+| ``help`` | tech-support articles | GNOME's desktop help and its applications' (``HELP_PACKAGES``) | FAQ from body text, page gold |
+| ``commands`` | command reference | the man pages of ``COMMAND_PACKAGES`` | known-item from each page's NAME line and headings |
+| ``scale-20k`` | 20,000 documents | a 20,000-document sample of ``SCALE_SOURCES`` (mostly Java API members) | known-item |
 
 It prints one acceptance table: per set, routed and navigator-only recall@5 as a ratio of
 the best flat method's (paired bootstrap 95% intervals; targets 1.0x and 0.95x), the paired
@@ -19,7 +21,7 @@ compiled tree's manifest carries ``navigability``, the predicted winner beside t
 (the diagnostics' verdict for the set's style of question: ``topic`` for known-item and WixQA
 questions, ``detail`` for FAQ questions drawn from body text).
 
-    .venv/bin/python benchmarks/nav_dev.py [--docs 2000] [--questions 100] [--json results/nav-dev.json]
+    .venv/bin/python benchmarks/nav_dev.py [--corpora debian-dev,help] [--json results/nav-dev.json]
 
 Corpora, question files, the c2s home (DAGSTER_HOME) and compiled trees live under
 ``benchmarks/.cache/nav-dev`` (gitignored); a tree is recompiled only when its corpus file
@@ -42,12 +44,57 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
-from debian_corpus import DEV_SOURCES, CorpusError, build_corpus  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+
+from debian_corpus import DEV_SOURCES, SCALE_SOURCES, CorpusError, build_corpus  # noqa: E402
 from nav_bench import evaluate, print_report  # noqa: E402
 
 CACHE = HERE / ".cache" / "nav-dev"
 WIXQA = ROOT.parent / "shared" / "data" / "wixqa-sample"
 TARGETS = {"routed": 1.0, "navigator-only": 0.95}  # share of the best flat method's recall@5
+
+
+@dataclass(frozen=True)
+class DevSet:
+    """One question set over a corpus: ``questions`` names its file (``<corpus>-<questions>.jsonl``
+    of the built corpus, or a file of an external corpus's directory); ``style`` is the kind of
+    question the diagnostics' prediction is read for; ``page_level`` scores pages, not sections."""
+
+    name: str
+    questions: str
+    style: str
+    page_level: bool = False
+
+
+@dataclass(frozen=True)
+class DevCorpus:
+    """A development corpus: built from Debian packages' documentation (``sources``) or read as
+    is (``external``: a directory with ``corpus.jsonl`` and its question files)."""
+
+    name: str
+    kind: str
+    sets: tuple[DevSet, ...]
+    sources: tuple[str, ...] = ()
+    limit: int | None = None
+    min_docs: int = 1
+    n_questions: int = 100
+    external: Path | None = None
+
+
+CORPORA: tuple[DevCorpus, ...] = (
+    DevCorpus("debian-dev", "reference documentation", (
+        DevSet("debian known-item", "known-item", "topic"), DevSet("debian faq", "faq", "detail"),
+        DevSet("debian faq-page", "faq-page", "detail", page_level=True)),
+        sources=DEV_SOURCES, limit=2000, min_docs=2000),
+    DevCorpus("wixqa", "help center", (DevSet("wixqa dev", "qa_dev.jsonl", "topic"),), external=WIXQA),
+    DevCorpus("help", "tech-support articles", (DevSet("help faq-page", "faq-page", "detail", page_level=True),),
+              sources=("gnome-help",), min_docs=500, n_questions=120),
+    DevCorpus("commands", "command reference", (DevSet("commands known-item", "known-item", "topic"),),
+              sources=("commands",), min_docs=1000, n_questions=120),
+    DevCorpus("scale-20k", "20,000 documents", (DevSet("scale-20k known-item", "known-item", "topic"),),
+              sources=SCALE_SOURCES, limit=20000, min_docs=20000),
+)
+BY_NAME = {c.name: c for c in CORPORA}
 
 
 def log(msg: str) -> None:
@@ -105,7 +152,7 @@ def acceptance_rows(sets: list[dict]) -> list[dict]:
     rows = []
     for s in sets:
         r = s["report"]
-        row = {"set": s["name"], "documents": r["documents"], "questions": r["questions"],
+        row = {"set": s["name"], "corpus": s.get("corpus"), "documents": r["documents"], "questions": r["questions"],
                "best_flat": r["best_flat"], "best_flat_recall@5": r["recall@5"][r["best_flat"]]["mean"],
                "nav_bytes_per_reference": r["cost"]["routed"]["nav_bytes_per_reference"],
                "rounds_p95": r["cost"]["routed"]["rounds_p95"],
@@ -146,50 +193,66 @@ def print_acceptance(rows: list[dict]) -> None:
              if matched < len(predicted) else ""))
 
 
+def build(corpus: DevCorpus, data: Path) -> tuple[Path, dict[str, Path], dict]:
+    """The corpus file, its question files by ``DevSet.questions`` and a summary."""
+    if corpus.external is not None:
+        files = {s.questions: corpus.external / s.questions for s in corpus.sets}
+        return corpus.external / "corpus.jsonl", files, {"docs": sum(1 for _ in (corpus.external / "corpus.jsonl").open())}
+    kinds = {s.questions for s in corpus.sets}
+    files = {k: data / f"{corpus.name}-{k}.jsonl" for k in ("docs", "known-item", "faq", "faq-page")}
+    summary = build_corpus(files["docs"], min_docs=corpus.min_docs, limit=corpus.limit, sources=corpus.sources,
+                           questions=files["known-item"] if "known-item" in kinds else None,
+                           n_questions=corpus.n_questions,
+                           faq_questions=files["faq"] if "faq" in kinds else None,
+                           faq_page_questions=files["faq-page"] if "faq-page" in kinds else None)
+    return files["docs"], {k: files[k] for k in kinds}, summary
+
+
+def prepare(names: list[str], cache: Path, recompile: bool) -> tuple[list[dict], dict, dict]:
+    """Build and compile each named corpus; returns its sets (``name``, ``corpus``, ``tree``,
+    ``qa``, ``style``, ``page_level``), the corpus summaries and the compile seconds."""
+    sets, summaries, compiles = [], {}, {}
+    for name in names:
+        corpus = BY_NAME[name]
+        docs, questions, summaries[name] = build(corpus, cache / "data")
+        log(f"{name} ({corpus.kind}): {summaries[name]['docs']} docs")
+        tree, *compiled = compile_tree(docs, name, cache, recompile)
+        compiles[name] = dict(zip(("seconds", "reused"), compiled))
+        sets += [{"name": s.name, "corpus": name, "tree": tree, "qa": questions[s.questions], "style": s.style,
+                  "page_level": s.page_level} for s in corpus.sets]
+    return sets, summaries, compiles
+
+
+def evaluate_sets(sets: list[dict], limit: int | None = None, quiet: bool = False) -> None:
+    """Each set's ``report`` and ``predicted`` winner, in place."""
+    for s in sets:
+        log(f"{s['name']}: evaluating {s['qa']}")
+        s["report"] = evaluate(s["tree"], s["qa"], limit=limit, page_level=s["page_level"])
+        s["predicted"] = predicted_winner(s["tree"], s["style"])
+        if not quiet:
+            print(f"\n## {s['name']} ({s['qa'].name})")
+            print_report(s["report"])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--docs", type=int, default=2000, help="Debian documents sampled (deterministic stride)")
-    ap.add_argument("--questions", type=int, default=100, help="questions per Debian question style")
+    ap.add_argument("--corpora", default=",".join(BY_NAME), help=f"comma list from {','.join(BY_NAME)}")
     ap.add_argument("--cache", type=Path, default=CACHE)
-    ap.add_argument("--wixqa", type=Path, default=WIXQA, help="directory with corpus.jsonl and qa_dev.jsonl")
-    ap.add_argument("--skip-wixqa", action="store_true")
     ap.add_argument("--recompile", action="store_true", help="compile even when a tree of the same corpus exists")
     ap.add_argument("--limit", type=int, help="questions per set (a quick run)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
 
-    cache = args.cache.resolve()
-    data = cache / "data"
-    files = {k: data / f"debian-dev-{k}.jsonl" for k in ("docs", "known-item", "faq", "faq-page")}
+    names = [n.strip() for n in args.corpora.split(",") if n.strip()]
+    unknown = [n for n in names if n not in BY_NAME]
+    if unknown:
+        ap.error(f"unknown corpora {unknown}; known: {', '.join(BY_NAME)}")
     try:
-        corpus = build_corpus(files["docs"], min_docs=args.docs, limit=args.docs, sources=DEV_SOURCES,
-                              questions=files["known-item"], n_questions=args.questions,
-                              faq_questions=files["faq"], faq_page_questions=files["faq-page"])
+        sets, summaries, compiles = prepare(names, args.cache.resolve(), args.recompile)
     except CorpusError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    log(f"debian dev corpus: {corpus['docs']} docs {corpus['per_source']}, {corpus['questions']} known-item and "
-        f"{corpus['faq_questions']} FAQ questions")
-
-    debian_tree, *compiled = compile_tree(files["docs"], "debian-dev", cache, args.recompile)
-    # Each set is predicted by the diagnostics' verdict for its style of question: known-item and
-    # help-center questions ask what a document is about, FAQ questions from body text a detail.
-    sets = [{"name": "debian known-item", "tree": debian_tree, "qa": files["known-item"], "style": "topic"},
-            {"name": "debian faq", "tree": debian_tree, "qa": files["faq"], "style": "detail"},
-            {"name": "debian faq-page", "tree": debian_tree, "qa": files["faq-page"], "page_level": True,
-             "style": "detail"}]
-    compiles = {"debian-dev": dict(zip(("seconds", "reused"), compiled))}
-    if not args.skip_wixqa:
-        wix_tree, *compiled = compile_tree(args.wixqa / "corpus.jsonl", "wixqa", cache, args.recompile)
-        compiles["wixqa"] = dict(zip(("seconds", "reused"), compiled))
-        sets.append({"name": "wixqa dev", "tree": wix_tree, "qa": args.wixqa / "qa_dev.jsonl", "style": "topic"})
-
-    for s in sets:
-        log(f"{s['name']}: evaluating {s['qa']}")
-        s["report"] = evaluate(s["tree"], s["qa"], limit=args.limit, page_level=s.get("page_level", False))
-        s["predicted"] = predicted_winner(s["tree"], s["style"])
-        print(f"\n## {s['name']} ({s['qa'].name})")
-        print_report(s["report"])
+    evaluate_sets(sets, args.limit)
     rows = acceptance_rows(sets)
     print_acceptance(rows)
     print("compile seconds: " + ", ".join(
@@ -198,9 +261,10 @@ def main() -> int:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({
-            "corpus": corpus, "compile_seconds": compiles, "acceptance": rows,
-            "sets": [{"name": s["name"], "tree": str(s["tree"]), "qa": str(s["qa"]), "predicted": s["predicted"],
-                      "report": s["report"]} for s in sets]}, indent=2) + "\n", encoding="utf-8")
+            "corpora": summaries, "compile_seconds": compiles, "acceptance": rows,
+            "sets": [{"name": s["name"], "corpus": s["corpus"], "tree": str(s["tree"]), "qa": str(s["qa"]),
+                      "predicted": s["predicted"], "report": s["report"]} for s in sets]}, indent=2) + "\n",
+            encoding="utf-8")
     return 0
 
 

@@ -108,7 +108,10 @@ def read_documents(spec: CorpusSpec, workspace: Workspace, s3=None) -> list[Docu
 
         local = download_prefix((s3 or S3Resource()).get_client(), spec.source,
                                 workspace.artifacts(spec.name) / "source")
-    return read_corpus(local, **spec.read_options(workspace.home)).documents
+    result = read_corpus(local, **spec.read_options(workspace.home))
+    if not result.documents:
+        raise CorpusError(result.nothing_accepted(spec.source))
+    return result.documents
 
 
 class _Estimator:

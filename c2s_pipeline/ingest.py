@@ -79,6 +79,12 @@ class IngestResult:
             "excluded": len(self.excluded),
         }
 
+    def nothing_accepted(self, source: str) -> str:
+        """Why a corpus gave no documents: its first rejections and their reasons."""
+        reasons = "; ".join(f"{r.source}: {r.reason}" for r in self.rejected[:5])
+        return f"no documents accepted from {source}" + (
+            f" ({len(self.rejected)} rejected: {reasons})" if reasons else " (no input files found)")
+
 
 class CorpusError(ValueError):
     """The corpus as a whole cannot be compiled (missing path, nothing accepted, too small)."""

@@ -34,11 +34,12 @@ def test_unusable_corpora_fail_with_a_reason(home, files, message):
     corpus.mkdir()
     for name, text in files.items():
         (corpus / name).write_text(text)
-    result = run("compile", str(corpus), "--corpus", "bad")
-    assert result.exit_code == 1
-    assert message in result.output and "Traceback" not in result.output
-    if files.get("a.md") == "":
-        assert "a.md: empty file" in result.output
+    for dry_run in ([], ["--dry-run"]):  # the estimate reads the corpus as the compile does, and says why
+        result = run("compile", str(corpus), "--corpus", "bad", *dry_run)
+        assert result.exit_code == 1
+        assert message in result.output and "Traceback" not in result.output
+        if files.get("a.md") == "":
+            assert "a.md: empty file" in result.output
 
 
 def test_bad_arguments(home):

@@ -59,9 +59,7 @@ def documents(stage: Stage, workspace: WorkspaceResource, s3):
     art.write_table("duplicates.parquet", duplicates)
     art.write_json("ingest.json", result.summary())
     if docs.height == 0:
-        reasons = "; ".join(f"{r.source}: {r.reason}" for r in result.rejected[:5])
-        raise Failure(description=f"no documents accepted from {spec.source}"
-                      + (f" ({len(result.rejected)} rejected: {reasons})" if reasons else " (no input files found)"))
+        raise Failure(description=result.nothing_accepted(spec.source))
     if docs.height < spec.p:
         raise Failure(description=f"corpus '{spec.name}' has {docs.height} documents, fewer than the branching "
                       f"ratio p={spec.p}: nothing to cluster; lower --p or add documents")
