@@ -162,6 +162,10 @@ def print_estimate(estimate: dict, max_cost: float | None = None) -> None:
     table.add_row("total", "", "", f"{t['calls']:,}", f"{t['input_tokens']:,}", f"{t['output_tokens']:,}",
                   f"{t['cost_usd']:.2f}", style="bold")
     console.print(table)
+    per = t.get("per_1000_documents")
+    if per and t["cost_usd"]:
+        console.print(f"  per 1,000 documents: ${per['cost_usd']:.2f} ({per['input_tokens']:,} tokens in, "
+                      f"{per['output_tokens']:,} out)", highlight=False)
     notes = [f"{s['stage']}: {s['note']}" for s in estimate["stages"] if s["note"]] + estimate["notes"]
     for note in notes:
         console.print(f"  note: {note}", highlight=False)

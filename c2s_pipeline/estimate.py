@@ -13,6 +13,7 @@ are subtracted (their cache key is known before the run); for the other stages i
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
@@ -62,10 +63,11 @@ class StageEstimate:
     items: int  # items the stage computes: documents, clusters or sibling batches (repartition)
     cached: int | None  # of them already in the per-item cache (None: not knowable before the run)
     calls: int  # LLM calls, re-asks not included
-    input_tokens: int
+    input_tokens: int  # all of it, cache reads included
     output_tokens: int  # the output budgets: an upper bound
     cost_usd: float
     note: str = ""
+    cache_read_tokens: int = 0  # of input_tokens, the shared instructions read from the prompt cache
 
 
 @dataclass
@@ -140,8 +142,13 @@ class _Estimator:
             level, nodes = level + 1, self._upper_level(level + 1, nodes)
             all_nodes += nodes
         self._entities(all_nodes)
-        total = {k: sum(getattr(s, k) for s in self.stages) for k in ("calls", "input_tokens", "output_tokens")}
+        total = {k: sum(getattr(s, k) for s in self.stages)
+                 for k in ("calls", "input_tokens", "output_tokens", "cache_read_tokens")}
         total["cost_usd"] = round(sum(s.cost_usd for s in self.stages), 4)
+        per = 1000 / max(1, len(documents))  # the figure a hosted compile is quoted by
+        total["per_1000_documents"] = {"input_tokens": round(total["input_tokens"] * per),
+                                       "output_tokens": round(total["output_tokens"] * per),
+                                       "cost_usd": round(total["cost_usd"] * per, 4)}
         return {
             "corpus": self.spec.name,
             "provider": self.provider.name,
@@ -228,19 +235,36 @@ class _Estimator:
     # -- accounting ------------------------------------------------------------------------------
     def _add(self, stage: str, task: str, items: int, cached: int | None, todo: Sequence[BaseModel],
              extra: tuple[str, Sequence[BaseModel]] | None = None, note: str = "") -> None:
-        calls = input_tokens = output_tokens = 0
+        calls = input_tokens = output_tokens = cache_read = 0
         cost = 0.0
         for t, inputs in [(task, todo)] + ([extra] if extra else []):
-            if not self.remote:
-                calls += len(inputs)
-                continue
-            tokens = sum(prompts.estimate_tokens("".join(prompts.build(t, item))) for item in inputs)
-            out = len(inputs) * prompts.MAX_TOKENS[t]
             calls += len(inputs)
-            input_tokens += tokens
-            output_tokens += out
-            cost += pricing.cost(self.provider.model_for(t), Usage(input_tokens=tokens, output_tokens=out))
-        self.stages.append(StageEstimate(stage, items, cached, calls, input_tokens, output_tokens, round(cost, 4), note))
+            if not self.remote or not inputs:
+                continue
+            model = self.provider.model_for(t)
+            usage = Usage(output_tokens=len(inputs) * prompts.MAX_TOKENS[t])
+            for system, tokens in Counter(prompts.build(t, item)[0] for item in inputs).items():
+                usage += self._cached_prefix(t, model, prompts.estimate_tokens(system), tokens)
+            usage += Usage(input_tokens=sum(prompts.estimate_tokens(prompts.build(t, item)[1]) for item in inputs))
+            input_tokens += usage.total_input_tokens
+            output_tokens += usage.output_tokens
+            cache_read += usage.cache_read_tokens
+            cost += pricing.cost(model, usage)
+        self.stages.append(StageEstimate(stage, items, cached, calls, input_tokens, output_tokens, round(cost, 4), note,
+                                         cache_read))
+
+    def _cached_prefix(self, task: str, model: str, tokens: int, calls: int) -> Usage:
+        """The shared instructions (``tokens`` long) of ``calls`` calls: written to the prompt cache
+        once and read from it after, when the model caches a prefix that short; else billed in
+        full every time (and said so once per task)."""
+        minimum = pricing.price_for(model).cache_min_tokens
+        if tokens < minimum:
+            note = (f"{task}: its shared instructions ({tokens:,} tokens) are under {model}'s {minimum:,}-token "
+                    "minimum cacheable prefix, so every call pays for them in full")
+            if note not in self.notes:
+                self.notes.append(note)
+            return Usage(input_tokens=tokens * calls)
+        return Usage(cache_write_tokens=tokens, cache_read_tokens=tokens * (calls - 1))
 
     def _models(self) -> set[str]:
         return {self.provider.model, getattr(self.provider, "card_model", self.provider.model)}
@@ -248,8 +272,8 @@ class _Estimator:
     def _standing_notes(self) -> list[str]:
         if not self.remote:
             return ["the offline provider calls no API: no tokens, no cost"]
-        notes = ["output tokens are each task's full budget (an upper bound); input is priced at the plain rate "
-                 "(prompt caching of the system prompts makes it cheaper); re-asks are not counted",
+        notes = ["output tokens are each task's full budget (an upper bound); each task's shared instructions are "
+                 "priced as prompt-cache reads where the model caches a prefix that long; re-asks are not counted",
                  "cluster prompts are measured on stand-in clusters (documents in corpus order): the real "
                  "clusters exist only after embedding"]
         unpriced = sorted(m for m in self._models() if not pricing.price_for(m).known)

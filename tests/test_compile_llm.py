@@ -374,9 +374,37 @@ def test_cli_missing_key_and_dry_run(tmp_path, server, corpus30, monkeypatch):
     assert estimate["card_model"] == "claude-haiku-4-5" and server.requests == []
     cards = estimate["stages"][0]
     assert cards["stage"] == "doc_cards" and cards["output_tokens"] == 30 * prompts.MAX_TOKENS["card"]
+    per = estimate["total"]["per_1000_documents"]
+    assert per["cost_usd"] == pytest.approx(estimate["total"]["cost_usd"] * 1000 / 30, abs=1e-3)
+    # The cards' shared instructions are shorter than Haiku 4.5 caches: billed in full, and said so.
+    assert any(n.startswith("card: its shared instructions") and "claude-haiku-4-5's 4,096-token minimum" in n
+               for n in estimate["notes"])
+    assert cards["cache_read_tokens"] == 0
     result = runner.invoke(app, ["compile", str(corpus30), "--corpus", "c30", "--provider", "anthropic", "--dry-run",
                                  "--max-cost", "0.01"])
     assert result.exit_code == 0 and "doc_cards" in result.output and "exceeds --max-cost" in result.output
+    assert "per 1,000 documents: $" in result.output
+
+
+def test_dry_run_prices_cached_instructions_as_cache_reads(tmp_path, server, corpus30, monkeypatch):
+    """Where the model caches a prefix as long as a task's shared instructions, every call after
+    the first reads them from the prompt cache, at its price."""
+    from dataclasses import replace
+
+    from c2s_core.llm import pricing
+
+    server.handler = CompileModel()
+    haiku = pricing.price_for("claude-haiku-4-5")
+    plain = compile_with(server, tmp_path / "home", corpus30, card_model="claude-haiku-4-5", dry_run=True)
+    monkeypatch.setitem(pricing.PRICES, "claude-haiku-4-5", replace(haiku, cache_min_tokens=100))
+    cached = compile_with(server, tmp_path / "home", corpus30, card_model="claude-haiku-4-5", dry_run=True)
+    before, after = plain["stages"][0], cached["stages"][0]
+    instructions = prompts.estimate_tokens(prompts.CARD_SYSTEM)
+    assert after["cache_read_tokens"] == instructions * 29  # 30 calls: one writes the cache, 29 read it
+    assert after["input_tokens"] == before["input_tokens"]  # the same tokens, billed differently
+    saved = instructions * 29 * (haiku.input - haiku.cache_read) - instructions * (haiku.cache_write - haiku.input)
+    assert before["cost_usd"] - after["cost_usd"] == pytest.approx(saved / 1e6, abs=1e-4)
+    assert server.requests == []
 
 
 # -- the runner and the stage: what a failure keeps, and whether Dagster retries it ---------------

@@ -56,20 +56,24 @@ class Price:
     cache_read: float
     cache_write: float
     known: bool = True
+    # The shortest prefix the provider caches: a marked prefix shorter than this is billed in
+    # full on every call (Anthropic's documented minimum cacheable prompt length per model;
+    # OpenAI caches prompts from 1,024 tokens on its own).
+    cache_min_tokens: int = 1024
 
 
 FREE = Price(0.0, 0.0, 0.0, 0.0, known=False)
 
 
-def _claude(input_: float, output: float) -> Price:
+def _claude(input_: float, output: float, cache_min_tokens: int = 1024) -> Price:
     # Anthropic: cache reads bill at 0.1× input, 5-minute cache writes at 1.25× input.
-    return Price(input_, output, round(input_ * 0.1, 4), round(input_ * 1.25, 4))
+    return Price(input_, output, round(input_ * 0.1, 4), round(input_ * 1.25, 4), cache_min_tokens=cache_min_tokens)
 
 
 PRICES: dict[str, Price] = {
     # Claude (Anthropic list prices).
-    "claude-opus-4-6": _claude(5.0, 25.0),
-    "claude-opus-4-5": _claude(5.0, 25.0),
+    "claude-opus-4-6": _claude(5.0, 25.0, 4096),
+    "claude-opus-4-5": _claude(5.0, 25.0, 4096),
     "claude-opus-4-1": _claude(15.0, 75.0),
     "claude-opus-4-0": _claude(15.0, 75.0),
     "claude-opus-4": _claude(15.0, 75.0),
@@ -78,8 +82,8 @@ PRICES: dict[str, Price] = {
     "claude-sonnet-4-0": _claude(3.0, 15.0),
     "claude-sonnet-4": _claude(3.0, 15.0),
     "claude-3-7-sonnet": _claude(3.0, 15.0),
-    "claude-haiku-4-5": _claude(1.0, 5.0),
-    "claude-3-5-haiku": _claude(0.8, 4.0),
+    "claude-haiku-4-5": _claude(1.0, 5.0, 4096),
+    "claude-3-5-haiku": _claude(0.8, 4.0, 2048),
     # OpenAI (cached input bills at the discounted rate; no separate write charge).
     "gpt-4o": Price(2.5, 10.0, 1.25, 0.0),
     "gpt-4o-mini": Price(0.15, 0.6, 0.075, 0.0),
