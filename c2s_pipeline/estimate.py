@@ -133,7 +133,7 @@ class _Estimator:
                     self._summaries(spec, nodes)
                 elif spec.task == "repartition":
                     self._repartition(spec, nodes)
-            if len(nodes) < self.spec.k:
+            if len(nodes) <= self.spec.k:
                 break
             if level == MAX_LEVELS:
                 self.notes.append(f"the compile will stop: {len(nodes)} clusters remain at level {MAX_LEVELS}, "

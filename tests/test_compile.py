@@ -56,7 +56,7 @@ def test_tree_shape_follows_the_method(compiled):
     stats = compiled.manifest["stats"]
     n, p, k = stats["documents"]["accepted"], 10, 10
     skills = sorted((compiled.out / "skills").glob("*/SKILL.md"))
-    assert len(skills) == stats["skills"] < k
+    assert len(skills) == stats["skills"] <= k
     depth = max(len(f.relative_to(compiled.out / "skills").parts) - 1 for f in nav_files(compiled.out))
     assert depth == stats["levels"] <= math.ceil(math.log(n, p)) + 1
     # Level 1 has ceil(N/p) clusters before repartition; merges and splits move it a little.
@@ -74,6 +74,19 @@ def test_tree_shape_follows_the_method(compiled):
             assert len(set(names)) == len(names)
             assert sorted(names) == sorted(p.name for p in path.parent.iterdir() if p.is_dir())
             assert text.count("\n- `") >= 3, "non-leaf nodes list three example documents"
+
+
+def test_a_level_of_exactly_k_clusters_is_the_top(dagster_home, sample_tree):
+    """k is the most top-level skills a tree has: a level that clusters into exactly k groups is the
+    top level, not the last but one under a single skill (``ceil(k/p) = 1`` when k ≤ p)."""
+    n = sample_tree.manifest["stats"]["documents"]["accepted"]
+    p = 3
+    k = math.ceil(n / p)
+    tree = compile_into(dagster_home, "sample-k", SAMPLE_CORPUS, p=p, k=k)
+    stats = tree.manifest["stats"]
+    assert stats["levels"] == 1 and stats["skills"] == k > 1
+    skills = sorted((tree.out / "skills").glob("*/SKILL.md"))
+    assert len(skills) == k and all(parse_frontmatter(f.read_text())["metadata"]["level"] == 1 for f in skills)
 
 
 def test_see_stubs_point_at_canonical_places(compiled):

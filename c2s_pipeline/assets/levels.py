@@ -263,7 +263,7 @@ def clusters(stage: Stage, workspace: WorkspaceResource, encoder: EncoderResourc
                    "delta": update.delta}
     else:
         n_clusters = hierarchy.cluster_count(len(item_ids), spec.p)
-        top = n_clusters < spec.k
+        top = n_clusters <= spec.k  # k is the most top-level skills a tree has
         if number == MAX_LEVELS and not top:
             raise Failure(description=f"corpus '{spec.name}' needs more than {MAX_LEVELS} levels at p={spec.p}, "
                           f"k={spec.k} ({len(item_ids)} items at level {number}); raise --p or --k")
@@ -357,7 +357,7 @@ def repartition(stage: Stage, workspace: WorkspaceResource, llm: LLMResource):
     runner = stage.runner(llm)
     verdicts = runner.run("repartition", requests, RepartitionVerdict)
     outcome = apply_verdicts(groups, verdicts, vectors, item_index, spec.p,
-                             max_clusters=spec.k - 1 if status["top"] else None)
+                             max_clusters=spec.k if status["top"] else None)
     for warning in outcome.ignored:
         stage.context.log.warning(f"{stage.name}: ignored {warning}")
     final_groups = outcome.groups
