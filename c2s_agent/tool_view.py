@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from c2s_core.layout import SECTION_DOCUMENTS, TERM_INDEX_FILE
-from c2s_core.navigation.engine import DocumentPage
+from c2s_core.navigation.engine import Child, DocumentPage
 from c2s_core.navrows import Card, Group, NavFile, parse_nav_file
 from c2s_core.term_index import (TermPostings, leaf_name_pattern, leaf_pattern, parse_leaf_lines, parse_term_lines,
                                  term_pattern)
@@ -63,28 +63,29 @@ class ToolView:
             found.update(zip(pairs, (int(n) if n.isdigit() else 0 for n in out)))
         return [found[term, posixpath.dirname(nav_file)] for term, nav_file in asked]
 
-    def count_children(self, asked: list[tuple[str, list[str]]]) -> dict[str, list[tuple[str, list[int]]]]:
-        # One loop a node over its sub-folders (``NODE/*/``), each named and counted, as many
-        # loops joined with ';' in a call as fit. A node whose loop cannot answer whole (a reply
-        # cut short) is left out, as a folder that cannot be read.
+    def count_children(self, asked: list[tuple[str, list[str]]]) -> dict[str, list[Child]]:
+        # One loop a node over its sub-folders (``NODE/*/``), each named, counted and its own
+        # folders counted (itself and its sub-folders: 1 for a leaf), as many loops joined with
+        # ';' in a call as fit. A node whose loop cannot answer whole (a reply cut short) is left
+        # out, as a folder that cannot be read.
         loops = {children_loop(posixpath.dirname(nav_file), terms): (nav_file, len(terms)) for nav_file, terms in asked}
-        found: dict[str, list[tuple[str, list[int]]]] = {}
+        found: dict[str, list[Child]] = {}
 
-        def parse(batch: list[str], out: str) -> dict[str, list[tuple[str, list[int]]]] | None:
+        def parse(batch: list[str], out: str) -> dict[str, list[Child]] | None:
             got = {}
             lines = out.split("\n")
             for loop in batch:
                 nav_file, n = loops[loop]
                 folder = posixpath.dirname(nav_file)
-                kids: list[tuple[str, list[int]]] = []
+                kids: list[Child] = []
                 while lines and lines[0].startswith(folder + "/") and lines[0].endswith("/") \
                         and "/" not in lines[0][len(folder) + 1:-1]:
-                    name, counts = lines[0][len(folder) + 1:-1], [x.strip() for x in lines[1:1 + n]]
-                    if len(counts) < n or not all(x.isdigit() for x in counts):
+                    name, counts = lines[0][len(folder) + 1:-1], [x.strip() for x in lines[1:2 + n]]
+                    if len(counts) < n + 1 or not all(x.isdigit() for x in counts):
                         return None
-                    lines = lines[1 + n:]
+                    lines = lines[2 + n:]
                     if name != "*":  # no sub-folder: the loop ran once over the glob as written
-                        kids.append((name, [int(x) for x in counts]))
+                        kids.append(Child(name, [int(x) for x in counts[:n]], int(counts[n]) > 1))
                 if not kids and not (out and f"{folder}/*/" in out):
                     return None  # nothing of this node's loop came back
                 got[nav_file] = kids
@@ -224,8 +225,11 @@ def _fitting(folders: list[str], terms: list[str]) -> list[list[str]]:
 
 def children_loop(folder: str, terms: list[str]) -> str:
     """Each sub-folder of ``folder`` printed (``echo``) and followed by its :func:`count_pipeline`
-    of each term: ``for d in FOLDER/*/; do echo "$d"; for t in ...; do grep ... | wc -l; done; done``."""
-    return f'for d in {shlex.quote(folder)}/*/; do echo "$d"; {_term_counts(terms)}done'
+    of each term and by its folders counted (itself and its sub-folders: 1 means a leaf):
+    ``for d in FOLDER/*/; do echo "$d"; for t in ...; do grep ... | wc -l; done;
+    find "$d" -maxdepth 1 -type d | wc -l; done``."""
+    return (f'for d in {shlex.quote(folder)}/*/; do echo "$d"; {_term_counts(terms)}'
+            'find "$d" -maxdepth 1 -type d | wc -l; done')
 
 
 def _term_counts(terms: list[str]) -> str:

@@ -17,7 +17,7 @@ from scipy import sparse
 from sklearn.feature_extraction.text import CountVectorizer
 
 from c2s_core.layout import SECTION_DOCUMENTS
-from c2s_core.navigation.engine import PAGE_CHARS, DocumentPage
+from c2s_core.navigation.engine import PAGE_CHARS, Child, DocumentPage
 from c2s_core.navrows import Card, Group, NavFile, parse_nav_file
 from c2s_core.search_index import SearchIndex
 from c2s_core.term_index import TermIndex, TermPostings, leaf_folder
@@ -106,12 +106,13 @@ class CompiledView:
             self._hits[term] = np.concatenate([[0], np.cumsum(hits, dtype=np.int64)])
         return self._hits[term]
 
-    def count_children(self, asked: list[tuple[str, list[str]]]) -> dict[str, list[tuple[str, list[int]]]]:
+    def count_children(self, asked: list[tuple[str, list[str]]]) -> dict[str, list[Child]]:
         found = {}
         for nav_file, terms in asked:
             folder = posixpath.dirname(nav_file)
             if folder in self.subfolders:
-                found[nav_file] = [(k, [self._count(t, f"{folder}/{k}/INDEX.md") for t in terms])
+                found[nav_file] = [Child(k, [self._count(t, f"{folder}/{k}/INDEX.md") for t in terms],
+                                         bool(self.subfolders.get(f"{folder}/{k}")))
                                    for k in self.subfolders[folder]]
         return found
 

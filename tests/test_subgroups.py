@@ -6,6 +6,7 @@ near-duplicates in one cluster, whose rows would take its INDEX.md past the size
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -273,3 +274,24 @@ def test_a_full_leaf_with_stubs_keeps_the_left_out_line_within_the_file_size():
     assert len(text.encode()) <= NAV_FILE_TARGET_BYTES
     assert "more `@see` stubs left out" in text and len(parse_nav_file(text, "x").cards) == n
     assert not fits(n + 1)
+
+
+def test_a_leaf_beside_a_split_one_is_read_without_a_round_more(crowded, split):
+    """A skill's height counts its split cluster's sub-group level, one more than its other
+    branches have. The navigator learns which of a node's children have sub-folders when it
+    counts them, so it never spends a round counting the (absent) children of a leaf: a leaf
+    beside the split one is read in the next round."""
+    texts, meta, parents = split
+    split_skills = {path.split("/")[1] for path in parents}
+    beside = [(path, doc) for path, text in texts.items() for doc in primary_rows(text)
+              if path.split("/")[1] in split_skills and not meta[path].get("subgroup") and path not in parents]
+    assert beside
+    leaves = {path.rsplit("/", 1)[0] for path, text in texts.items() if primary_rows(text)}
+    for path, doc in beside[:4]:
+        title = (crowded.source / doc).read_text(encoding="utf-8").split("\n", 1)[0].lstrip("# ")
+        tools = TreeTools(crowded.out)
+        reply = navigate(title, tools, route=False)
+        assert doc in reply.fetched[:5], (title, reply.fetched[:5])
+        opened = re.findall(r"for d in (\S+)/\*/;", " ".join(str(c.input.get("command", "")) for c in tools.trace))
+        assert not set(opened) & leaves, (title, sorted(set(opened) & leaves))
+        assert reply.turns <= len(path.split("/")) + 1, (path, reply.usage.get("calls_per_round"))

@@ -49,7 +49,7 @@ import posixpath
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -70,6 +70,14 @@ THIN_COVERAGE = 0.5  # below this share of the question's term weight a branch i
 Embed = Callable[[Sequence[str]], np.ndarray]  # texts -> L2-normalised rows
 
 
+class Child(NamedTuple):
+    """A sub-folder of a node, as :meth:`TreeView.count_children` reports it."""
+
+    name: str
+    counts: list[int]  # the question's terms counted below it
+    inner: bool  # it has sub-folders: not one step above the documents
+
+
 class TreeView(Protocol):
     """What the engine reads of a tree. Paths are nav files relative to the tree root
     (``skills/a/SKILL.md``, ``skills/a/b/INDEX.md``); a folder is a nav file's directory."""
@@ -85,10 +93,10 @@ class TreeView(Protocol):
         holding a word that starts with the term (case-insensitive); asked together, as one
         round's counts are."""
 
-    def count_children(self, asked: list[tuple[str, list[str]]]) -> dict[str, list[tuple[str, list[int]]]]:
-        """For each (nav file, terms): the names of its folder's sub-folders, in name order, each
-        with its :meth:`grep_counts` of the terms, asked together; nav files whose folders
-        cannot be read are left out."""
+    def count_children(self, asked: list[tuple[str, list[str]]]) -> dict[str, list[Child]]:
+        """For each (nav file, terms): its folder's sub-folders, in name order, each with its
+        :meth:`grep_counts` of the terms and whether it has sub-folders of its own, asked
+        together; nav files whose folders cannot be read are left out."""
 
     def read_rows(self, nav_files: list[str]) -> dict[str, NavFile]:
         """Nav files' rows and section headings (no frontmatter or prose), read together; a path
@@ -342,12 +350,15 @@ class Engine:
                 continue
             folder = posixpath.dirname(path)
             nav = NavFile(path=path, name=posixpath.basename(folder),
-                          groups=[Group(k, f"{folder}/{k}/INDEX.md", 0, k.replace("-", " ")) for k, _ in found[path]])
+                          groups=[Group(c.name, f"{folder}/{c.name}/INDEX.md", 0, c.name.replace("-", " "))
+                                  for c in found[path]])
             self.keep(nav, node)
             height = self.levels.get(path, 0)
-            for g, (_, counts) in zip(nav.groups, found[path]):
-                self.levels[g.path] = height - 1 if height > 1 else 0
-                counted = dict(zip(asked[path], counts))
+            for g, child in zip(nav.groups, found[path]):
+                # A child without sub-folders is read next, whatever the height above says: a
+                # crowded leaf split into sub-groups makes one branch a level deeper than the rest.
+                self.levels[g.path] = (height - 1 if height > 2 else 0) if child.inner else 1
+                counted = dict(zip(asked[path], child.counts))
                 for t, hits in self.grep_counts.items():
                     hits[g.path] = counted.get(t, 0)
                 children.append(Node(g, path))
