@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from c2s_core.frontmatter import render_frontmatter
 from c2s_core.layout import SECTION_DOCUMENTS, SECTION_EXAMPLES, SECTION_RELATED, SECTION_SEE_ALSO, SECTION_SUBGROUPS
 from c2s_core.navrows import ROW_STYLES, DocCard, doc_row, doc_rows, example_row, group_row, group_rows
-from c2s_core.text import content_tokens, printable
+from c2s_core.text import clip, content_tokens, printable
 from .forest import Forest, Node
 
 @dataclass
@@ -29,6 +29,7 @@ class NodeExtras:
 
 
 NAV_FILE_TARGET_BYTES = 3900  # a leaf renders leaner rows past this, to stay under 4 KB
+SUMMARY_MIN_CHARS = 40  # a summary cut shorter than this says nothing: it is left out
 
 _TOPIC_AREA = re.compile(r"Topic area: (?P<topic>[^\n]*?\.)(?:\s+|$)")
 _KEY_TERMS = re.compile(r"Key terms: (?P<terms>[^.\n]*)\.")
@@ -63,6 +64,7 @@ def render_node(node: Node, cards: dict[str, DocCard], extras: NodeExtras, fores
     else:
         body = [f"{SECTION_SUBGROUPS} ({len(node.children)})\n",
                 *group_rows(node.children, NAV_FILE_TARGET_BYTES - extra)]
+    head = _lean_head(head, _size(_beside_rows(head, see_also, related, []) + body) - NAV_FILE_TARGET_BYTES)
     if _size(head + body + see_also + examples + related) > NAV_FILE_TARGET_BYTES:
         examples = lean_examples  # their own rows say the rest
     if _size(head + body + examples + related) > NAV_FILE_TARGET_BYTES:
@@ -70,6 +72,23 @@ def render_node(node: Node, cards: dict[str, DocCard], extras: NodeExtras, fores
     related = _related_within(related, NAV_FILE_TARGET_BYTES - _size(head + body))
     see_also = _stubs_within(see_also, NAV_FILE_TARGET_BYTES - _size(head + body + examples + related))
     return _text(head + body + see_also + examples + related)
+
+
+def _lean_head(head: list[str], over: int) -> list[str]:
+    """The head with its summary prose cut by ``over`` bytes (at a word, marked), when the rows
+    and the least beside them would pass the size otherwise: the prose restates what the rows
+    below list (a crowded node's "Covers: …" names its sub-groups), so it gives way before any
+    row does. A summary cut to almost nothing is left out."""
+    if over <= 0:
+        return head
+    summary = head[2].rstrip("\n")
+    keep, kept = len(summary) - over, ""
+    while keep >= SUMMARY_MIN_CHARS:
+        kept = clip(summary, keep)
+        if len(summary.encode()) - len(kept.encode()) >= over:
+            break
+        keep, kept = keep - 8, ""  # wide characters, or the cut's mark: a little more
+    return [*head[:2], kept + "\n", *head[3:]] if kept else [*head[:2], *head[3:]]
 
 
 def _related_within(related: list[str], room: int) -> list[str]:

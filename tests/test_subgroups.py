@@ -26,7 +26,7 @@ from c2s_pipeline.artifacts import CorpusArtifacts
 from c2s_pipeline.cards import read_cards
 from c2s_pipeline.diagnostics import TreeInputs
 from c2s_pipeline.diagnostics import navigate as probe_navigate
-from c2s_pipeline.forest import Forest, Node, assign_names
+from c2s_pipeline.forest import SUBGROUP_LEVEL, Forest, Node, assign_names
 from c2s_pipeline.render import NAV_FILE_TARGET_BYTES, NodeExtras, render_node, rows_fit
 from c2s_pipeline.subgroups import SUBGROUPS_FILE, distinctive_terms, partition, split_crowded
 from c2s_pipeline.validate import check_tree, nav_files, primary_rows
@@ -295,3 +295,31 @@ def test_a_leaf_beside_a_split_one_is_read_without_a_round_more(crowded, split):
         opened = re.findall(r"for d in (\S+)/\*/;", " ".join(str(c.input.get("command", "")) for c in tools.trace))
         assert not set(opened) & leaves, (title, sorted(set(opened) & leaves))
         assert reply.turns <= len(path.split("/")) + 1, (path, reply.usage.get("calls_per_round"))
+
+
+def test_a_split_leaf_of_many_sub_groups_cuts_its_summary_before_it_overflows():
+    """A split cluster of ~30 sub-groups (300 near-identical API pages): its sub-group rows, at
+    their leanest, and a long summary would pass the size. The summary restates what the rows
+    list, so it is cut (marked) and the file keeps every sub-group row within its size."""
+    from c2s_core.navrows import parse_nav_file
+
+    covers = "; ".join(f"String message, throwable cause, exception {i}" for i in range(12))
+    subgroups = [Node(f"S-{i:04d}", SUBGROUP_LEVEL, f"Unreflectsetter unreflectconstructor stackelements {i}",
+                      f"Exception kind {i}: constructors.",
+                      "Key terms: x.", f"unreflectsetter unreflectconstructor stackelements getcause {i}", [], 10,
+                      [f"api/e{i}-{j}.html" for j in range(10)])
+                 for i in range(30)]
+    split_leaf = Node("L1-0000", 1, "Exception, explanation, throwable cause",
+                      "Exception, explanation and throwable cause: 30 topics on string msg, string reason.",
+                      f"Question types: troubleshooting, reference. Key terms: getcause, detailmessage. Covers: {covers}.",
+                      "exception", [], 300, [d for g in subgroups for d in g.members], children=subgroups)
+    for g in subgroups:
+        g.parent = split_leaf
+    forest = Forest([split_leaf], {n.node_id: n for n in [split_leaf, *subgroups]}, 2)
+    assign_names([split_leaf], SKILLS_DIR, {})
+    assign_names(subgroups, split_leaf.dir, {})
+    cards = {d: DocCard(d, d, "A constructor.", [], []) for g in subgroups for d in g.members}
+    text = render_node(split_leaf, cards, NodeExtras(), forest)
+    assert len(text.encode()) <= NAV_FILE_TARGET_BYTES
+    assert [g.name for g in parse_nav_file(text, f"{split_leaf.dir}/SKILL.md").groups] == [g.name for g in subgroups]
+    assert "Key terms: getcause" in text and "…" in text and covers not in text  # cut, not dropped
