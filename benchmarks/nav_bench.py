@@ -137,10 +137,13 @@ def evaluate(tree_path: Path, qa_path: Path, *, limit: int | None = None, route_
     scores = {"navigator-only": [r["recall@5"] for r in nav]}
     routed = routed_at(threshold, nav, always)
     scores["routed"] = [r["recall@5"] for r in routed]
+    flat_ranked: dict[str, list[list[str]]] = {}
     for method in FLAT:
         depth_k = 30 if page_level else 10  # enough sections for five distinct pages
-        scores[method] = [recall5([flat.corpus.ids[i] for i in flat.search(method, item.question, depth_k)],
-                                  item.gold_ids, page_level) for item in items]
+        flat_ranked[method] = [[flat.corpus.ids[i] for i in flat.search(method, item.question, depth_k)]
+                               for item in items]
+        scores[method] = [recall5(ranked, item.gold_ids, page_level)
+                          for ranked, item in zip(flat_ranked[method], items)]
     mean = lambda xs: sum(xs) / max(1, len(xs))
     best_flat = max(FLAT, key=lambda m: mean(scores[m]))  # first of equals, in FLAT's order
     paired = {f"{run} vs {b}": paired_bootstrap(scores[run], scores[b], metric="recall@5", method=run,
@@ -176,7 +179,10 @@ def evaluate(tree_path: Path, qa_path: Path, *, limit: int | None = None, route_
         "wall_seconds": round(time.perf_counter() - start, 1),
         "per_query": [{"id": item.id, "confidence": n["confidence"], "beam": n["beam"],
                        "nav_bytes": n["nav_bytes"], **{m: v[i] for m, v in scores.items()},
-                       "always_routed": a["recall@5"]}
+                       "always_routed": a["recall@5"],
+                       # the rankings themselves (first ten), to study a fusion rule without navigating again
+                       "ranked": {"navigator-only": n["ranked"], "always_routed": a["ranked"],
+                                  **{m: flat_ranked[m][i] for m in FLAT}}}
                       for i, (item, n, a) in enumerate(zip(items, nav, always))],
     }
     if tune:

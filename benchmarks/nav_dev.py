@@ -119,7 +119,9 @@ def compile_tree(corpus: Path, name: str, cache: Path, recompile: bool) -> tuple
     home = cache / "home"
     home.mkdir(parents=True, exist_ok=True)
     logfile = cache / f"compile-{name}.log"
-    cmd = [sys.executable, "-m", "c2s_cli", "compile", str(corpus), "--corpus", name, "--out", str(tree)]
+    # --full: the tree a first compile of this corpus builds (the caches keep it cheap), never one
+    # updated in place from an earlier structure
+    cmd = [sys.executable, "-m", "c2s_cli", "compile", str(corpus), "--corpus", name, "--out", str(tree), "--full"]
     log(f"{name}: compiling {corpus} (log: {logfile})")
     start = time.perf_counter()
     with logfile.open("w", encoding="utf-8") as fh:
@@ -188,9 +190,19 @@ def print_acceptance(rows: list[dict]) -> None:
           f"of the difference, 10,000 resamples)")
     predicted = [row for row in rows if row["predicted"]]
     matched = sum(row["predicted"] == row["measured"] for row in predicted)
+    contradicted = [row["set"] for row in predicted if contradicts(row["measured"], row["predicted"])]
     print(f"diagnostics predicted the winner on {matched} of {len(predicted)} sets"
           + (f" (missed: {', '.join(row['set'] for row in predicted if row['predicted'] != row['measured'])})"
-             if matched < len(predicted) else ""))
+             if matched < len(predicted) else "")
+          + f"; the measurement contradicts the prediction on {len(contradicted)}"
+          + (f" ({', '.join(contradicted)})" if contradicted else ""))
+
+
+def contradicts(measured: str, predicted: str) -> bool:
+    """Whether a set's measurement rules its prediction out: a measured win for the side not
+    predicted to win, or any win where a tie was. A measured tie (the set's questions too few to
+    tell the two apart) rules out no prediction."""
+    return measured != "either" and measured != predicted
 
 
 def build(corpus: DevCorpus, data: Path) -> tuple[Path, dict[str, Path], dict]:

@@ -1,0 +1,207 @@
+"""Choose a navigation constant leave-one-corpus-out over the development corpora.
+
+A value fitted on one corpus is a guess about the others. For one constant and its candidate
+values this script answers every question of every development set (``nav_dev.CORPORA``) at
+each value, then, for each corpus in turn, picks the value the *other* corpora prefer and
+reports the left-out corpus at that value, with its paired-bootstrap interval against the best
+flat method. Only what transfers to a corpus that took no part in the choice is evidence.
+
+A corpus's preference is its *margin*: per set, the smaller of routed recall@5 / best flat
+(target 1.0) and navigator-only recall@5 / (0.95 × best flat), averaged over the corpus's sets
+so each corpus weighs the same however many question sets it has. The training corpora choose
+the value with the best worst margin (ties: the best mean margin, then the shipped default), so
+one corpus cannot buy a gain with another's loss. The value to ship is chosen the same way over
+all corpora, and is not taken if any corpus is worse at it than at the default beyond its
+interval (a paired bootstrap of the per-question difference, p < 0.05).
+
+    .venv/bin/python benchmarks/loco.py --constant ROUTE_BELOW --values 0.6,0.7,0.8,0.9,1.01
+    .venv/bin/python benchmarks/loco.py --constant ROUTE_RRF_K --values 3,5,10 --json out.json
+
+``ROUTE_BELOW`` (the routing threshold) is exact from one navigator-only and one always-routed
+run per set. Any other constant is a module-level name of the navigation code (``c2s_core`` or
+``c2s_agent``), set in every module that holds it before the questions are answered again.
+The trees are ``nav_dev.py``'s (built and compiled there on first use, then reused).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import nav_bench  # noqa: E402
+import nav_dev  # noqa: E402
+
+ROUTE_BELOW = "ROUTE_BELOW"
+
+
+def holders(name: str) -> list:
+    """The project's loaded modules that bind ``name`` (a constant imported by name is one
+    binding per importing module)."""
+    import c2s_agent.offline_navigator  # noqa: F401  (loads the navigation code)
+
+    return [m for key, m in sorted(sys.modules.items())
+            if key.startswith(("c2s_core", "c2s_agent")) and m is not None and hasattr(m, name)]
+
+
+def set_constant(name: str, value: float) -> float:
+    """Sets ``name`` in every module holding it; returns the value it had."""
+    modules = holders(name)
+    if not modules:
+        raise SystemExit(f"error: no navigation module defines {name}")
+    old = getattr(modules[0], name)
+    for m in modules:
+        setattr(m, name, type(old)(value))
+    return old
+
+
+def scores_at(sets: list[dict], name: str, values: list[float], limit: int | None, routed_only: bool = False) -> dict:
+    """``{value: {set name: {"routed": [...], "navigator-only": [...], "best": [...]}}}``:
+    recall@5 per question at each value, and the best flat method's (fixed by the set).
+    ``routed_only``: the constant changes routed answers only, so navigator-only ones are kept.
+    Sets that already carry a ``report`` (read from ``nav_dev.py --json``) serve ROUTE_BELOW as is."""
+    out: dict[float, dict] = {}
+    if name == ROUTE_BELOW:
+        todo = [s for s in sets if "report" not in s]
+        if todo:
+            nav_dev.evaluate_sets(todo, limit, quiet=True)
+        for v in values:
+            out[v] = {}
+            for s in sets:
+                r = s["report"]
+                per = r["per_query"]
+                out[v][s["name"]] = {
+                    "routed": [q["always_routed"] if q["confidence"] < v else q["navigator-only"] for q in per],
+                    "navigator-only": [q["navigator-only"] for q in per], "best": [q[r["best_flat"]] for q in per]}
+        return out
+    default = set_constant(name, values[0])
+    try:
+        for v in values:
+            set_constant(name, v)
+            for key in [k for k in nav_bench._ANSWERS if k[2] or not routed_only]:  # (tree, question, route)
+                del nav_bench._ANSWERS[key]  # answers depend on the constant
+            nav_dev.log(f"{name} = {v}")
+            nav_dev.evaluate_sets(sets, limit, quiet=True)
+            out[v] = {s["name"]: {run: [q[run] for q in s["report"]["per_query"]] for run in ("routed", "navigator-only")}
+                      | {"best": [q[s["report"]["best_flat"]] for q in s["report"]["per_query"]]} for s in sets}
+    finally:
+        set_constant(name, default)
+    return out
+
+
+def mean(xs: list[float]) -> float:
+    return sum(xs) / max(1, len(xs))
+
+
+def margin(per: dict) -> float:
+    """A set's distance from its targets: the smaller of its two ratios to them."""
+    best = mean(per["best"]) or 1.0
+    return min(mean(per["routed"]) / best / nav_dev.TARGETS["routed"],
+               mean(per["navigator-only"]) / best / nav_dev.TARGETS["navigator-only"])
+
+
+def corpus_margins(scores: dict, sets: list[dict]) -> dict[float, dict[str, float]]:
+    corpora = dict.fromkeys(s["corpus"] for s in sets)
+    return {v: {c: mean([margin(per[s["name"]]) for s in sets if s["corpus"] == c]) for c in corpora}
+            for v, per in scores.items()}
+
+
+def choose(margins: dict[float, dict[str, float]], corpora: list[str], default: float) -> float:
+    """The value with the best worst margin over ``corpora``, then the best mean, then the default."""
+    def key(v: float) -> tuple:
+        m = [margins[v][c] for c in corpora]
+        return (round(min(m), 4), round(mean(m), 4), v == default)
+    return max(margins, key=key)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--constant", required=True, help="ROUTE_BELOW, or a module-level constant of the navigation code")
+    ap.add_argument("--values", required=True, help="comma list of candidate values")
+    ap.add_argument("--corpora", default=",".join(nav_dev.BY_NAME))
+    ap.add_argument("--cache", type=Path, default=nav_dev.CACHE)
+    ap.add_argument("--limit", type=int, help="questions per set (a quick run)")
+    ap.add_argument("--routed-only", action="store_true",
+                    help="the constant changes routed answers only: answer navigator-only questions once")
+    ap.add_argument("--reports", type=Path,
+                    help="ROUTE_BELOW only: the sets' reports from `nav_dev.py --json` instead of answering again")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+
+    from c2s_agent.evaluation.metrics import paired_bootstrap
+
+    values = [float(v) for v in args.values.split(",")]
+    names = [n.strip() for n in args.corpora.split(",") if n.strip()]
+    if args.reports and args.constant == ROUTE_BELOW:
+        saved = json.loads(args.reports.read_text(encoding="utf-8"))["sets"]
+        sets = [{**s, "page_level": s["report"]["page_level"]} for s in saved if s["corpus"] in names]
+    else:
+        sets, _, _ = nav_dev.prepare(names, args.cache.resolve(), recompile=False)
+    if args.constant == ROUTE_BELOW:
+        from c2s_agent.offline_navigator import ROUTE_BELOW as default
+    else:
+        default = float(getattr(holders(args.constant)[0], args.constant)) if holders(args.constant) else None
+    if default is None:
+        raise SystemExit(f"error: no navigation module defines {args.constant}")
+    if default not in values:
+        values.append(default)
+    scores = scores_at(sets, args.constant, values, args.limit, args.routed_only)
+    margins = corpus_margins(scores, sets)
+    corpora = list(dict.fromkeys(s["corpus"] for s in sets))
+
+    print(f"\n## {args.constant}: recall@5 per set (routed / navigator-only), best flat beside")
+    print("| value | " + " | ".join(s["name"] for s in sets) + " | worst corpus margin |")
+    print("|---:|" + "---|" * len(sets) + "---:|")
+    print("| best flat | " + " | ".join(f"{mean(scores[values[0]][s['name']]['best']):.3f}" for s in sets) + " | |")
+    for v in values:
+        cells = [f"{mean(scores[v][s['name']]['routed']):.3f} / {mean(scores[v][s['name']]['navigator-only']):.3f}"
+                 for s in sets]
+        mark = " (default)" if v == default else ""
+        print(f"| {v:g}{mark} | " + " | ".join(cells) + f" | {min(margins[v].values()):.3f} |")
+
+    print("\n## Leave one corpus out: each corpus at the value the others choose")
+    print("| left out | chosen by the others | routed / best flat [95% CI] | navigator-only / best flat [95% CI] | "
+          "margin at chosen | margin at default |")
+    print("|---|---:|---|---|---:|---:|")
+    loco = []
+    for held in corpora:
+        v = choose(margins, [c for c in corpora if c != held], default)
+        cells = []
+        for run in ("routed", "navigator-only"):
+            a = [x for s in sets if s["corpus"] == held for x in scores[v][s["name"]][run]]
+            b = [x for s in sets if s["corpus"] == held for x in scores[v][s["name"]]["best"]]
+            low, high = nav_bench.ratio_interval(a, b)
+            cells.append(f"{mean(a) / (mean(b) or 1):.3f} [{low:.2f}, {high:.2f}]")
+        loco.append({"left_out": held, "chosen": v, "margin": margins[v][held], "margin_default": margins[default][held]})
+        print(f"| {held} | {v:g} | {cells[0]} | {cells[1]} | {margins[v][held]:.3f} | {margins[default][held]:.3f} |")
+
+    chosen = choose(margins, corpora, default)
+    worse = []
+    for s in sets:
+        for run in ("routed", "navigator-only"):
+            b = paired_bootstrap(scores[chosen][s["name"]][run], scores[default][s["name"]][run],
+                                 metric="recall@5", method=str(chosen), baseline=str(default))
+            if b.verdict == "loss":
+                worse.append(f"{s['name']} ({run}: {b.diff:+.3f}, p={b.p_value:.3f})")
+    agree = sum(row["chosen"] == chosen for row in loco)
+    print(f"\nover all corpora: {chosen:g} (default {default:g}); the left-out choices agree with it on {agree} of "
+          f"{len(loco)} corpora")
+    if chosen != default:
+        print("worse than the default beyond its interval on: " + (", ".join(worse) if worse else "no set")
+              + ("  -> not taken" if worse else "  -> take it"))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({
+            "constant": args.constant, "values": values, "default": default, "chosen": chosen, "worse": worse,
+            "margins": {str(v): m for v, m in margins.items()}, "loco": loco,
+            "recall@5": {str(v): {name: {run: mean(x) for run, x in per.items()} for name, per in sc.items()}
+                         for v, sc in scores.items()}}, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
