@@ -79,11 +79,16 @@ def scores_at(sets: list[dict], name: str, values: list[float], limit: int | Non
                     "navigator-only": [q["navigator-only"] for q in per], "best": [q[r["best_flat"]] for q in per]}
         return out
     default = set_constant(name, values[0])
+    saved = [s for s in sets if "report" in s]  # the default's answers, from nav_dev.py --json
     try:
-        for v in values:
+        for v in sorted(values, key=lambda v: v != default):  # the default first: its answers may be saved
             set_constant(name, v)
-            for key in [k for k in nav_bench._ANSWERS if k[2] or not routed_only]:  # (tree, question, route)
-                del nav_bench._ANSWERS[key]  # answers depend on the constant
+            if v == default and saved:
+                for s in saved:
+                    nav_bench.seed_answers(s["tree"], s["qa"], s["report"]["per_query"])
+            else:
+                for key in [k for k in nav_bench._ANSWERS if k[2] or not routed_only]:  # (tree, question, route)
+                    del nav_bench._ANSWERS[key]  # answers depend on the constant
             nav_dev.log(f"{name} = {v}")
             nav_dev.evaluate_sets(sets, limit, quiet=True)
             out[v] = {s["name"]: {run: [q[run] for q in s["report"]["per_query"]] for run in ("routed", "navigator-only")}
@@ -111,7 +116,10 @@ def corpus_margins(scores: dict, sets: list[dict]) -> dict[float, dict[str, floa
 
 
 def choose(margins: dict[float, dict[str, float]], corpora: list[str], default: float) -> float:
-    """The value with the best worst margin over ``corpora``, then the best mean, then the default."""
+    """The value with the best worst margin over ``corpora``, then the best mean, then the default
+    (which is all there is to go by with no corpus to choose)."""
+    if not corpora:
+        return default
     def key(v: float) -> tuple:
         m = [margins[v][c] for c in corpora]
         return (round(min(m), 4), round(mean(m), 4), v == default)
@@ -128,7 +136,8 @@ def main() -> int:
     ap.add_argument("--routed-only", action="store_true",
                     help="the constant changes routed answers only: answer navigator-only questions once")
     ap.add_argument("--reports", type=Path,
-                    help="ROUTE_BELOW only: the sets' reports from `nav_dev.py --json` instead of answering again")
+                    help="the sets' reports from `nav_dev.py --json`: the default's answers (taken as they were) and, "
+                         "for ROUTE_BELOW, every value's")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
 
@@ -136,9 +145,11 @@ def main() -> int:
 
     values = [float(v) for v in args.values.split(",")]
     names = [n.strip() for n in args.corpora.split(",") if n.strip()]
-    if args.reports and args.constant == ROUTE_BELOW:
+    if args.reports:
         saved = json.loads(args.reports.read_text(encoding="utf-8"))["sets"]
-        sets = [{**s, "page_level": s["report"]["page_level"]} for s in saved if s["corpus"] in names]
+        style = {d.name: d.style for c in nav_dev.CORPORA for d in c.sets}
+        sets = [{**s, "tree": Path(s["tree"]), "qa": Path(s["qa"]), "page_level": s["report"]["page_level"],
+                 "style": style[s["name"]]} for s in saved if s["corpus"] in names]
     else:
         sets, _, _ = nav_dev.prepare(names, args.cache.resolve(), recompile=False)
     if args.constant == ROUTE_BELOW:

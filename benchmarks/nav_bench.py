@@ -80,6 +80,22 @@ def navigate_all(tree, items, route: bool, page_level: bool = False) -> list[dic
     return out
 
 
+def seed_answers(tree_path: Path, qa_path: Path, per_query: list[dict]) -> None:
+    """Take a saved report's answers (``per_query`` of :func:`evaluate`, with their rankings) as
+    if navigated now, so a rerun that changes one run's answers navigates only that run. Their
+    cost figures other than nav bytes are not kept (zero)."""
+    from c2s_agent.evaluation.metrics import load_qa
+    from c2s_core.tree import open_tree
+
+    root = str(open_tree(tree_path).root)
+    question = {item.id: item.question for item in load_qa(qa_path, None)}
+    for q in per_query:
+        for route, run in ((False, "navigator-only"), (True, "always_routed")):
+            usage = {"nav_bytes": q["nav_bytes"], "scanned_bytes": 0, "beam": q["beam"], "seconds": 0.0,
+                     "confidence_routing": q["confidence"], "rounds": 0, "calls_per_round": [0]}
+            _ANSWERS[(root, question[q["id"]], route)] = (list(q["ranked"][run]), usage)
+
+
 def routed_at(threshold: float, nav: list[dict], always: list[dict]) -> list[dict]:
     """The routed navigator at ``threshold``: the search-fused run where confidence is below it."""
     return [a if n["confidence"] < threshold else n for n, a in zip(nav, always)]
