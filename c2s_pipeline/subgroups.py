@@ -35,6 +35,9 @@ LABEL_TERMS = 3  # words in a sub-group's name and title
 KEY_TERMS = 8  # distinctive words kept per sub-group: its name's, then its key terms
 TITLES_SHOWN = 3  # member titles in a sub-group's description
 OVERSIZE = 2  # a K-Means part above this many times the mean part size is cut along its main axis
+# ... and above this share of the whole, whatever the mean: split in two, K-Means may peel one
+# near-duplicate off a crowd at a time (25 → 18 → 17 → 16 …), a level of sub-groups each.
+MAX_PART_SHARE = 2 / 3
 
 Fits = Callable[[Node], bool]  # whether a node's rows fit its nav file
 
@@ -74,15 +77,16 @@ def _split(node: Node, forest: Forest, cards: dict[str, DocCard], vectors: np.nd
 
 
 def partition(unit: np.ndarray, count: int) -> list[list[int]]:
-    """Rows of ``unit`` in about ``count`` parts, each smaller than the whole: K-Means, and a
-    part above OVERSIZE times the mean size (near-duplicates K-Means cannot tell apart) cut in
-    runs along its first principal axis."""
+    """Rows of ``unit`` in about ``count`` parts, each at most MAX_PART_SHARE of the whole:
+    K-Means, and a part above that or above OVERSIZE times the mean size (near-duplicates K-Means
+    cannot tell apart) cut in runs along its first principal axis."""
     with warnings.catch_warnings():  # near-duplicates may give K-Means fewer distinct clusters: handled below
         warnings.simplefilter("ignore", ConvergenceWarning)
         labels = kmeans(unit, count)
     parts = [np.flatnonzero(labels == c).tolist() for c in range(int(labels.max()) + 1)]
     mean = math.ceil(len(unit) / count)
-    cap = min(len(unit) - 1, OVERSIZE * mean)  # never the whole: identical vectors make one K-Means part
+    # Never the whole (identical vectors make one K-Means part), and never most of it.
+    cap = max(1, min(len(unit) - 1, OVERSIZE * mean, math.ceil(MAX_PART_SHARE * len(unit))))
     out = []
     for part in parts:
         if len(part) <= cap:

@@ -179,6 +179,18 @@ def test_a_leaf_of_hundreds_takes_fewer_larger_sub_groups_that_all_fit():
     assert max(n.depth for n in forest.nodes()) - leaf.depth <= 2
 
 
+def test_partition_in_two_never_peels_one_document_off_a_crowd():
+    """25 near-identical documents and one outlier: K-Means in two puts the outlier alone and the
+    crowd together, a split that barely shrinks it (a level of sub-groups per document peeled
+    off). No part keeps more than two thirds of the whole."""
+    rng = np.random.default_rng(0)
+    crowd = np.tile(np.eye(16, dtype=np.float32)[0], (25, 1)) + rng.normal(0, 1e-3, (25, 16)).astype(np.float32)
+    unit = np.vstack([crowd, np.eye(16, dtype=np.float32)[1:2]])
+    parts = partition(unit, 2)
+    assert sorted(i for part in parts for i in part) == list(range(len(unit)))
+    assert max(len(part) for part in parts) <= math.ceil(2 * len(unit) / 3)
+
+
 def test_partition_never_returns_the_whole_even_for_identical_vectors():
     unit = np.tile(np.eye(8, dtype=np.float32)[0], (30, 1))
     parts = partition(unit, 3)
