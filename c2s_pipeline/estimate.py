@@ -243,9 +243,10 @@ class _Estimator:
                 continue
             model = self.provider.model_for(t)
             usage = Usage(output_tokens=len(inputs) * prompts.MAX_TOKENS[t])
-            for system, tokens in Counter(prompts.build(t, item)[0] for item in inputs).items():
-                usage += self._cached_prefix(t, model, prompts.estimate_tokens(system), tokens)
-            usage += Usage(input_tokens=sum(prompts.estimate_tokens(prompts.build(t, item)[1]) for item in inputs))
+            built = [prompts.build(t, item) for item in inputs]  # (system, user) once per item
+            for system, n_calls in Counter(system for system, _ in built).items():
+                usage += self._cached_prefix(t, model, prompts.estimate_tokens(system), n_calls)
+            usage += Usage(input_tokens=sum(prompts.estimate_tokens(user) for _, user in built))
             input_tokens += usage.total_input_tokens
             output_tokens += usage.output_tokens
             cache_read += usage.cache_read_tokens
