@@ -586,13 +586,20 @@ def test_inner_nodes_are_listed_and_only_leaves_are_read(searchable):
 
 
 def test_navigation_takes_one_round_a_level(searchable):
-    """Skills two levels above the documents: the survey (which also asks search), one round
-    choosing among the skills' groups, one reading the chosen leaves, one reading documents; no
-    round makes more than ten calls."""
+    """Skills two levels above the documents, fewer than the first level opens anyway: the
+    survey (which also asks search) counts below the skills' groups, one round reads the chosen
+    leaves, one reads documents; no round makes more than ten calls."""
     result = answer("How long do refunds take?", searchable, entities=False, related=False, backtrack=False)
     per_round = result.usage["calls_per_round"]
-    assert result.turns == 4 and len(per_round) == 4 and max(per_round) <= 10
-    assert "search" in {c.tool for c in result.trace[:per_round[0]]}
+    assert result.turns == 3 and len(per_round) == 3 and max(per_round) <= 10
+    survey = result.trace[:per_round[0]]
+    assert "search" in {c.tool for c in survey}
+    assert any("/*/; do" in c.input["command"] for c in survey if c.tool == "code_execution")  # children counted
+    # A level opening fewer nodes than there are skills chooses among them: a round more.
+    narrow = answer("How long do refunds take?", searchable, beam=1, entities=False, related=False, backtrack=False)
+    assert narrow.turns == 4 and not any("/*/; do" in c.input["command"]
+                                         for c in narrow.trace[:narrow.usage["calls_per_round"][0]]
+                                         if c.tool == "code_execution")
     assert {c.tool for c in result.trace[-per_round[-1]:]} == {"get_document"}
     with_fallbacks = answer("How long do refunds take?", searchable)
     assert max(with_fallbacks.usage["calls_per_round"]) <= 10  # entity windows read in one call

@@ -28,7 +28,9 @@ round depend only on what earlier rounds returned, as an agent's parallel tool c
    rankings are fused with navigation's as lists, for both the reading and the order.
 
 A tree whose skills stand h levels above the documents takes h + 2 rounds: the survey, h - 1
-levels of choice, the leaves, the documents.
+levels of choice, the leaves, the documents; h + 1 where the skills are so few that the first
+level opens them all whatever they score (compiles with the default ``k`` mostly make two or
+three): the survey counts below their children instead, and the first choice is among those.
 
 What the engine leaves to a subclass (the navigator's extra fallbacks, which the probe does not
 model, so that it measures the tree rather than the agent's recoveries): entity-index hits
@@ -58,7 +60,7 @@ from c2s_core.navrows import Card, Group, NavFile
 from c2s_core.term_index import RowScores, TermPostings, best_by_leaf, best_rows, row_scores
 from c2s_core.text import query_terms, terms, title_match
 
-from .beam import (BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, ROUTE_RRF_K, RRF_K, TERM_JUMP_ROWS, TERM_LEAVES, TITLE_WEIGHT,
+from .beam import (BEAM_MIN, BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, ROUTE_RRF_K, RRF_K, TERM_JUMP_ROWS, TERM_LEAVES, TITLE_WEIGHT,
                    beam_width, term_jump)
 from .scoring import SearchHit, bm25, fuse_rankings, rrf
 
@@ -217,12 +219,12 @@ class Engine:
         self.qvec = self.embed([question])[0]
         self.budget.take()  # 1: survey
         self.grep_counts: dict[str, dict[str, int]] = {t: {} for t in self.qterms}
-        self._count(self.skills)
+        first = self._survey_counts()
         self.idf = self._idf()
         self.entity_weights = self.entity_hits()
         self.body_hits = self._body_terms()
         self.in_survey()
-        leaves = self._descend()
+        leaves = self._descend(first)
         flat = self._route(leaves)
         cards = self._candidates(leaves, [h for hits in flat for h in hits])
         ranked, pages = self._rank(cards, flat)
@@ -257,6 +259,25 @@ class Engine:
 
     # -- survey -------------------------------------------------------------------------
 
+    def _survey_counts(self) -> list[Node] | None:
+        """The survey's grep counts. Skills no more than the first level opens however they
+        score (:data:`~.beam.BEAM_MIN`, or the fixed beam) are opened here: their children are
+        learned and counted in the survey (:meth:`_open`), saving the round the first level
+        would spend on it, and each skill's counts are its children's summed (its own
+        SKILL.md's lines aside). Returns the next level's nodes (those children and any skill
+        that lists documents itself), or None where the skills were counted instead."""
+        skills = [Node(g, "") for g in self.skills]
+        inner = [n for n in skills if self.levels.get(n.group.path) != 1]
+        if not inner or len(skills) > (self.fixed_beam or BEAM_MIN):
+            self._count(self.skills)
+            return None
+        children = self._open(inner)
+        for skill in inner:
+            for hits in self.grep_counts.values():
+                hits[skill.group.path] = sum(hits.get(c.group.path, 0) for c in children
+                                             if c.parent == skill.group.path and c.group.path != skill.group.path)
+        return [*children, *(n for n in skills if n not in inner)]
+
     def _count(self, groups: list[Group]) -> None:
         """Grep counts below each node, one number per question term, asked together in one
         round (below the skills, :meth:`_open` counts a node's children as it learns them)."""
@@ -290,11 +311,19 @@ class Engine:
 
     # -- descent ------------------------------------------------------------------------
 
-    def _descend(self) -> list[NavFile]:
-        frontier = [Node(g, "") for g in self.skills]  # counted in the survey
+    def _descend(self, first: list[Node] | None = None) -> list[NavFile]:
+        """Level by level from the skills (counted in the survey), or from ``first``: the
+        children of skills the survey opened (:meth:`_survey_counts`)."""
+        frontier = [Node(g, "") for g in self.skills]
         leaves: list[NavFile] = []
         self.jumped = False
         level = 0
+        if first is not None:  # the first level's choice was every skill: scored for the confidence only
+            self.score(frontier)
+            frontier.sort(key=lambda n: -n.score)
+            self._set_confidence(frontier)
+            self._width(frontier)  # (recorded as any level's width; it opens them all)
+            frontier, level = first, 1
         while frontier and self.can_descend():
             self.score(frontier)
             frontier.sort(key=lambda n: -n.score)
