@@ -33,7 +33,7 @@ with folders, a question's full lines ran to ~4 KB and the file to ~3.6 KB a doc
 navigator could afford only each term's first six leaves; from those, the leaf holding the
 answer was among the best three for 77% of body-text questions on development sets, and from
 whole lines for 97% (with numbers, whole lines are ~0.4 KB a question and ~0.5 KB a document). Terms used by documents of more
-than :data:`MAX_LEAF_SHARE` of the leaves say little about where to go or which row to take
+than :data:`MAX_LEAF_SHARE` of the leaves (or :data:`MAX_LEAVES_LISTED`) say little about where to go or which row to take
 (listing them all grew the file by half for two points of recall), so they are left out; the
 same cap holds for title terms.
 """
@@ -51,6 +51,11 @@ from .text import terms
 
 MAX_LEAF_SHARE = 0.25  # a term in more leaves than this share (at least MIN_LEAVES) is not listed
 MIN_LEAVES = 3
+# ... nor one in more leaves than this, whatever the share: a question's lines are then read in
+# bytes that do not grow with the corpus (a line lists ~9 bytes a leaf). Trees of up to 256 leaves
+# (about 2,500 documents) meet the share first; on a 20,000-document tree of 2,632 leaves, the
+# share let a line list 658 leaves, and questions naming three common words read 20-27 KB of them.
+MAX_LEAVES_LISTED = 64
 # A row's title counts its words again when it holds this share of the question's term weight:
 # it restates the question. On development sets, every lower share (down to counting any title
 # word) lost body-text and help-center questions to titles that merely share a few of their words;
@@ -158,7 +163,7 @@ def build_term_index(leaves: Iterable[tuple[str, Iterable[tuple[str, str]]]]) ->
                 titles[term][number].append(row)
             for term in set(terms(f"{title}\n{text}")):
                 body[term][number].append(row)
-    cap = max(MIN_LEAVES, math.ceil(MAX_LEAF_SHARE * (len(lines) - 1)))
+    cap = min(MAX_LEAVES_LISTED, max(MIN_LEAVES, math.ceil(MAX_LEAF_SHARE * (len(lines) - 1))))
     listed = list(body.items()) + [(title_key(term), places) for term, places in titles.items()]
     for key, by_leaf in sorted(listed):
         if len(by_leaf) > cap or not _TERM.fullmatch(key.removeprefix(TITLE_MARK)):

@@ -14,7 +14,7 @@ import pytest
 from c2s_core.docstore import DocumentStore
 from c2s_core.frontmatter import NAME_RULE, parse_frontmatter
 from c2s_pipeline.ingest import read_corpus
-from c2s_core.term_index import MAX_LEAF_SHARE, TITLE_MARK, parse_term_index
+from c2s_core.term_index import MAX_LEAF_SHARE, MAX_LEAVES_LISTED, TITLE_MARK, parse_term_index
 from c2s_core.text import terms
 from c2s_pipeline.validate import nav_files, primary_rows
 
@@ -134,7 +134,7 @@ def test_term_index_names_the_rows_whose_documents_use_each_term(compiled):
     leaves = [leaf for leaf, ids in rows.items() if ids]
     assert sorted(index.leaves.values()) == sorted(leaves) and sorted(index.leaves) == list(range(1, len(leaves) + 1))
     number = {leaf: n for n, leaf in index.leaves.items()}
-    cap = max(3, math.ceil(MAX_LEAF_SHARE * len(leaves)))
+    cap = min(MAX_LEAVES_LISTED, max(3, math.ceil(MAX_LEAF_SHARE * len(leaves))))
     for listed, text in ((body, lambda doc: f"{doc.title}\n{doc.text}"), (titles, lambda doc: doc.title)):
         used = {leaf: [set(terms(text(store.get(d)))) for d in rows[leaf]] for leaf in leaves}
         for term, post in list(listed.items())[:: max(1, len(listed) // 300)]:

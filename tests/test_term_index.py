@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from c2s_core.term_index import (TermPostings, build_term_index, leaf_folder, leaf_name_pattern, leaf_nav_file,
+from c2s_core.term_index import (MAX_LEAVES_LISTED, TermPostings, build_term_index, leaf_folder, leaf_name_pattern, leaf_nav_file,
                                      leaf_pattern, parse_leaf_lines, parse_term_index, parse_term_lines, row_scores,
                                      term_pattern)
 
@@ -41,6 +41,16 @@ def test_a_term_in_more_leaves_than_the_cap_is_left_out():
     index = parse_term_lines(build_term_index(many + [("skills/t/SKILL.md", [("Rare", "Only here: sprocket.")])]))
     assert "widget" not in index and "=topic" not in index  # in 20 of 21 leaves: no direction
     assert index["sprocket"].leaves == {21: (1,)} and index["=rare"].leaves == {21: (1,)}
+
+
+def test_a_large_tree_lists_no_term_in_more_leaves_than_the_absolute_cap():
+    """On 1,000 leaves the share would list a term in up to 250: a line is held to
+    MAX_LEAVES_LISTED leaves, so what a question reads does not grow with the corpus."""
+    leaves = [(f"skills/s/g{i}/INDEX.md", [(f"Page {i}", ("gadget " if i < MAX_LEAVES_LISTED else "")
+                                              + ("gizmo " if i <= MAX_LEAVES_LISTED else "") + "text")])
+              for i in range(1000)]
+    index = parse_term_lines(build_term_index(leaves))
+    assert len(index["gadget"].leaves) == MAX_LEAVES_LISTED and "gizmo" not in index
 
 
 def test_leaf_lines_then_sorted_term_lines_each_parse_back_from_grep_output():
