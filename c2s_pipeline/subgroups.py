@@ -1,4 +1,10 @@
-"""Crowded leaves split into sub-groups, so nav files keep their size design on any corpus.
+"""Crowded leaves split, so nav files keep their size design on any corpus.
+
+Where the compile clusters level 1, a K-Means cluster whose documents' leanest rows would not
+fit one leaf's nav file is split there into sibling clusters that each fit (:func:`fitting_parts`):
+the tree keeps one depth, so a navigator reaches every document in as many rounds. What can
+still overflow at render time (a leaf whose head is longer than :data:`LEAF_HEAD_BYTES`, a leaf
+grown by incremental updates) is split below itself into sub-groups:
 
 K-Means at level 1 makes ceil(N/p) clusters but not equal ones: a tight block of near-identical
 documents (generated API pages, one man page per option) can land in one cluster of hundreds,
@@ -18,7 +24,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
@@ -26,8 +32,12 @@ from sklearn.exceptions import ConvergenceWarning
 from c2s_core.navrows import DocCard
 from c2s_core.text import clip, content_tokens
 
+from c2s_core.layout import SECTION_DOCUMENTS
+from c2s_core.navrows import ROW_STYLES, doc_row
+
 from .forest import SUBGROUP_LEVEL, Forest, Node, assign_names
 from .hierarchy import kmeans, normalise
+from .render import NAV_FILE_TARGET_BYTES
 
 SUBGROUPS_FILE = "subgroups.json"  # the compile's artifact: the sub-groups of the staged tree
 MIN_SUBGROUPS = 2
@@ -39,7 +49,36 @@ OVERSIZE = 2  # a K-Means part above this many times the mean part size is cut a
 # near-duplicate off a crowd at a time (25 → 18 → 17 → 16 …), a level of sub-groups each.
 MAX_PART_SHARE = 2 / 3
 
+# What a leaf's nav file holds beside its rows (frontmatter, title, summary, the line noting
+# left-out @see stubs): about the 90th percentile of leaf heads on a 20,000-document tree (median
+# 590 bytes), so that few leaves a sibling split made fitting need sub-groups at render time.
+LEAF_HEAD_BYTES = 700
+
 Fits = Callable[[Node], bool]  # whether a node's rows fit its nav file
+
+
+def leanest_row_bytes(cards: list[DocCard]) -> list[int]:
+    """Each card's row in the leanest row style, in bytes with its line end: what a leaf lists at the least."""
+    return [len(doc_row(card, ROW_STYLES[-1]).encode()) + 1 for card in cards]
+
+
+def leaf_room(documents: int) -> int:
+    """Bytes a leaf of ``documents`` has for its rows: the file less :data:`LEAF_HEAD_BYTES` and its heading."""
+    return NAV_FILE_TARGET_BYTES - LEAF_HEAD_BYTES - len(f"{SECTION_DOCUMENTS} ({documents})\n".encode())
+
+
+def fitting_parts(members: list[int], row_bytes: Sequence[int], unit: np.ndarray) -> list[list[int]]:
+    """A level-1 cluster (rows of ``unit`` and ``row_bytes``) as is when its documents' leanest
+    rows fit one leaf's nav file (:func:`leaf_room`), else split (:func:`partition`, into as many
+    parts as the rows fill files) and each part split again until all fit; a single document
+    is a part whatever its size. Parts in order of their first member."""
+    size, room = sum(row_bytes[i] for i in members), leaf_room(len(members))
+    if size <= room or len(members) < 2:
+        return [members]
+    parts: list[list[int]] = []
+    for part in partition(unit[members], max(MIN_SUBGROUPS, math.ceil(size / room))):
+        parts += fitting_parts([members[i] for i in part], row_bytes, unit)
+    return sorted(parts, key=min)
 
 
 def split_crowded(forest: Forest, cards: dict[str, DocCard], vectors: np.ndarray, doc_row: dict[str, int], p: int,

@@ -10,6 +10,7 @@ from sklearn.cluster import KMeans
 from c2s_core.encoder import Encoder
 from c2s_pipeline import hierarchy
 from c2s_pipeline.assets.levels import apply_verdicts
+from c2s_pipeline.subgroups import leaf_room
 from c2s_core.frontmatter import frontmatter_problems, render_frontmatter
 from c2s_core.llm.schemas import Move, RepartitionVerdict
 from c2s_pipeline.forest import safe_name
@@ -172,7 +173,7 @@ def test_moves_merge_and_split_touch_each_cluster_once():
     result = dict(outcome.groups)
     # The move touched both clusters, so neither may be split or merged in the same compile.
     assert "d0" in result["L1-0001"] and "d0" not in result["L1-0000"]
-    assert outcome.counts == {"moves": 1, "merges": 0, "splits": 0, "rebalanced_pairs": 0}
+    assert outcome.counts == {"moves": 1, "merges": 0, "splits": 0, "rebalanced_pairs": 0, "fitted": 0}
     assert sorted(d for g in result.values() for d in g) == sorted(index)
 
 
@@ -188,6 +189,28 @@ def test_confusable_pair_merges_when_small_and_mixed_cluster_splits():
                             p=10, max_clusters=None)
     assert merged.counts["merges"] == 1 and sorted(dict(merged.groups)["L1-0001"]) == sorted(groups[1][1] + groups[2][1])
     assert merged.touched == {"L1-0001"}
+
+
+def test_level_one_repartition_keeps_every_cluster_within_a_leafs_file():
+    """Rows of 300 bytes: a leaf holds ten of them at most. Two confusable clusters of six are
+    rebalanced rather than merged into twelve, and a cluster a move takes past ten is split into
+    parts that each fit."""
+    vectors, index, groups = _setup()
+    rows = [300] * len(index)
+    assert sum(rows[:10]) <= leaf_room(10) < sum(rows[:11])
+    kept = apply_verdicts(groups, [RepartitionVerdict(confusable=[("L1-0001", "L1-0002")])], vectors, index,
+                          p=10, max_clusters=None, row_bytes=rows)
+    assert kept.counts["merges"] == 0 and kept.counts["rebalanced_pairs"] == 1 and len(kept.groups) == 3
+    crowded = [("L1-0000", groups[0][1] + groups[1][1][:4]), ("L1-0001", groups[1][1][4:]), groups[2]]
+    moved = apply_verdicts(crowded, [RepartitionVerdict(moves=[Move(item_id="d10", to_cluster="L1-0000")])],
+                           vectors, index, p=10, max_clusters=None, row_bytes=rows)
+    assert moved.counts["moves"] == 1 and moved.counts["fitted"] == 1
+    sizes = sorted(len(g) for _, g in moved.groups)
+    assert len(moved.groups) == 4 and max(sizes) <= 10 and sum(sizes) == len(index)
+    assert sorted(d for _, g in moved.groups for d in g) == sorted(index)
+    unfitted = apply_verdicts(crowded, [RepartitionVerdict(moves=[Move(item_id="d10", to_cluster="L1-0000")])],
+                              vectors, index, p=10, max_clusters=None)
+    assert unfitted.counts["fitted"] == 0 and max(len(g) for _, g in unfitted.groups) == 11
 
 
 def test_unknown_ids_in_a_verdict_are_ignored_and_reported():

@@ -13,6 +13,8 @@ and it decides the build, full or incremental).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import polars as pl
 from dagster import Failure, MetadataValue
@@ -30,7 +32,9 @@ from c2s_core.llm.schemas import (
     RepartitionVerdict,
     SimilarPair,
 )
+from ..cards import read_cards
 from ..recipe import MAX_LEVELS
+from ..subgroups import fitting_parts, leaf_room, leanest_row_bytes
 from ..resources import EncoderResource, LLMResource, WorkspaceResource
 from c2s_core.text import clip
 from ._stage import Stage, markdown_table
@@ -244,8 +248,9 @@ def _index_groups(groups: list[tuple[str, list[str]]], item_ids: list[str]) -> l
 
 def clusters(stage: Stage, workspace: WorkspaceResource, encoder: EncoderResource, llm: LLMResource,
              config=None):
-    """K-Means into ceil(n/p) clusters with soft assignment — or, on an incremental compile,
-    the published clusters updated in place."""
+    """K-Means into ceil(n/p) clusters (at level 1, a cluster too crowded for one leaf's nav
+    file split into siblings that fit: :func:`~..subgroups.fitting_parts`) with soft assignment
+    — or, on an incremental compile, the published clusters updated in place."""
     level, number = Level.of(stage.level), stage.level
     spec, art = stage.corpus, stage.artifacts
     mode = level.run_mode(stage, llm, encoder, full=bool(config and config.full))
@@ -268,8 +273,14 @@ def clusters(stage: Stage, workspace: WorkspaceResource, encoder: EncoderResourc
             raise Failure(description=f"corpus '{spec.name}' needs more than {MAX_LEVELS} levels at p={spec.p}, "
                           f"k={spec.k} ({len(item_ids)} items at level {number}); raise --p or --k")
         labels = hierarchy.kmeans(vectors, n_clusters)
-        groups = [(f"L{number}-{c:04d}", [item_ids[i] for i in np.flatnonzero(labels == c)])
-                  for c in range(n_clusters)]
+        found = [np.flatnonzero(labels == c).tolist() for c in range(n_clusters)]
+        if number == 1:  # a cluster too crowded for one leaf's nav file: siblings that each fit
+            unit = hierarchy.normalise(vectors)
+            cards = read_cards(art)
+            row_bytes = leanest_row_bytes([cards[d] for d in item_ids])
+            found = [part for members in found for part in fitting_parts(members, row_bytes, unit)]
+            top = len(found) <= spec.k
+        groups = [(f"L{number}-{c:04d}", [item_ids[i] for i in members]) for c, members in enumerate(found)]
         changes = {"changed": [g[0] for g in groups], "removed": [], "split": []}
     node_ids = [g[0] for g in groups]
     idx_groups = _index_groups(groups, item_ids)
@@ -356,8 +367,10 @@ def repartition(stage: Stage, workspace: WorkspaceResource, llm: LLMResource):
                                      dict(zip(item_ids, item_titles)))
     runner = stage.runner(llm)
     verdicts = runner.run("repartition", requests, RepartitionVerdict)
+    # Level 1's clusters stay within one leaf's nav file (as the clusters stage made them).
+    row_bytes = leanest_row_bytes([read_cards(art)[d] for d in item_ids]) if level == 1 else None
     outcome = apply_verdicts(groups, verdicts, vectors, item_index, spec.p,
-                             max_clusters=spec.k if status["top"] else None)
+                             max_clusters=spec.k if status["top"] else None, row_bytes=row_bytes)
     for warning in outcome.ignored:
         stage.context.log.warning(f"{stage.name}: ignored {warning}")
     final_groups = outcome.groups
@@ -419,17 +432,24 @@ class RepartitionOutcome:
         self.groups = groups
         self.touched: set[str] = set()
         self.ignored: list[str] = []
-        self.counts = {"moves": 0, "merges": 0, "splits": 0, "rebalanced_pairs": 0}
+        self.counts = {"moves": 0, "merges": 0, "splits": 0, "rebalanced_pairs": 0, "fitted": 0}
 
     def report(self) -> dict:
         return {**self.counts, "touched_clusters": len(self.touched), "ignored_instructions": len(self.ignored)}
 
 
 def apply_verdicts(groups: list[tuple[str, list[str]]], verdicts: list[RepartitionVerdict], vectors: np.ndarray,
-                   item_index: dict[str, int], p: int, max_clusters: int | None) -> RepartitionOutcome:
+                   item_index: dict[str, int], p: int, max_clusters: int | None,
+                   row_bytes: Sequence[int] | None = None) -> RepartitionOutcome:
     """Apply id-level moves, re-split mixed clusters, merge (or rebalance) confusable pairs.
     A cluster is touched at most once per compile; instructions naming unknown ids are ignored
-    and reported, never guessed at."""
+    and reported, never guessed at. ``row_bytes`` (level 1: each item's leanest row, by
+    ``item_index``): a merge that would not fit one leaf's nav file rebalances the pair instead,
+    and a cluster a move or rebalance left too crowded is split into parts that fit
+    (:func:`~..subgroups.fitting_parts`), while the top level stays within ``max_clusters``."""
+    def fits(ms: list[str]) -> bool:
+        return row_bytes is None or sum(row_bytes[item_index[m]] for m in ms) <= leaf_room(len(ms))
+
     members = {node_id: list(m) for node_id, m in groups}
     order = [node_id for node_id, _ in groups]
     outcome = RepartitionOutcome([])
@@ -474,7 +494,7 @@ def apply_verdicts(groups: list[tuple[str, list[str]]], verdicts: list[Repartiti
             if {a, b} & (outcome.touched | touched_now) or a == b:
                 continue
             union = members[a] + members[b]
-            if len(union) <= 2 * p:
+            if len(union) <= 2 * p and fits(union):
                 members[a] = union
                 del members[b]
                 order.remove(b)
@@ -491,6 +511,19 @@ def apply_verdicts(groups: list[tuple[str, list[str]]], verdicts: list[Repartiti
                 outcome.counts["rebalanced_pairs"] += 1
             touched_now |= {a, b}
         outcome.touched |= touched_now
+    for node_id in [n for n in order if members.get(n) and not fits(members[n])]:
+        ids = {item_index[m]: m for m in members[node_id]}
+        parts = fitting_parts(list(ids), row_bytes or [], hierarchy.normalise(vectors))
+        if max_clusters is not None and len(members) + len(parts) - 1 > max_clusters:
+            continue  # the top level keeps k clusters at most: the leaf is split at render time
+        members[node_id] = [ids[i] for i in parts[0]]
+        outcome.touched.add(node_id)
+        for part in parts[1:]:
+            new_id = hierarchy.new_node_id(taken)
+            members[new_id] = [ids[i] for i in part]
+            order.append(new_id)
+            outcome.touched.add(new_id)
+        outcome.counts["fitted"] += 1
     outcome.groups = [(node_id, members[node_id]) for node_id in order if members.get(node_id)]
     outcome.touched &= {g[0] for g in outcome.groups}
     return outcome
