@@ -24,11 +24,13 @@ What is measured:
   reached documents, without the navigator's fallbacks. The document is reached when the
   navigation's candidates hold it (a leaf row, an ``@see`` stub, a term-index row read): the
   share reached is the **navigability score**; navigation's recall@5 is its place in the
-  engine's final ranking. The same questions go to the tree's flat BM25 index (as the agent's
-  search tool ranks) and to dense retrieval over the document vectors.
+  engine's final ranking. The same questions go to the tree's flat search index in each of its
+  modes, as the agent's search tool and the evaluation rank: BM25, dense retrieval over the
+  document vectors, and their hybrid.
 
 The verdict compares navigation's recall@5 (not its reach: a flat method is judged on its top
-five too) with the better flat method's on the same questions, by a paired bootstrap over the
+five too) with the best flat method's (of bm25, dense and hybrid, as the evaluation judges) on the
+same questions, by a paired bootstrap over the
 sampled documents (a document's questions resampled together): "navigation" when the 95%
 interval of the difference lies above zero, "flat" when below it, "either" when it straddles
 zero; the same per style of question (``by_question_style``): "topic" (titles and leads: what a
@@ -59,7 +61,8 @@ from c2s_core.layout import TERM_INDEX_FILE
 from c2s_core.navrows import DocCard, group_row
 from c2s_core.navigation.engine import MAX_TERMS, Engine, Ranking
 from c2s_core.navigation.stats import bootstrap_groups, interval, verdict
-from c2s_core.search_index import SearchIndex
+from c2s_core.navigation.scoring import rrf
+from c2s_core.search_index import RRF_K as SEARCH_RRF_K, SearchIndex
 from c2s_core.term_index import TermIndex, parse_term_index
 from c2s_core.text import clip, query_terms, sentences, sha256_hex, terms
 
@@ -74,6 +77,7 @@ NAVIGABILITY = "navigability"  # the manifest key
 SAMPLE_SIZE = 200  # documents probed
 SEED = 0
 TOP_K = 5  # recall@5, as the benchmarks report
+FLAT_METHODS = ("bm25", "dense", "hybrid")  # the flat methods navigation is judged against, as the evaluation's
 SENTENCE_CHARS = 160  # a sentence posed as a question is clipped so
 QUESTION_TERMS = 3  # content terms a sentence needs to be a question (a heading repeating the title is not)
 RARE_SHARE = 0.02  # a term at most this share of the documents use is rare ...
@@ -351,12 +355,14 @@ def _probe(tree: TreeInputs, view: CompiledView, embed: _Memo, questions: list[t
         empty = {"rate": None, "low": None, "high": None}
         return {"documents": 0, "questions": 0, "seed": seed, "beam": {"min": 0, "mean": 0.0, "max": 0},
                 "reach": empty, "navigation_recall_at_5": empty,
-                "flat_recall_at_5": {"bm25": empty, "dense": empty, "best": "bm25"},
+                "flat_recall_at_5": {"bm25": empty, "dense": empty, "hybrid": empty, "best": "bm25"},
                 "navigation_minus_flat": {"mean": None, "low": None, "high": None}, "verdict": "either"}
     # Every question against every document in one product, not one per question.
     dense_all = question_vecs @ normalise(tree.vectors).T
     search_row = {d["doc_id"]: i for i, d in enumerate(tree.search.docs)}
-    reach, nav_hit, bm25_hit, dense_hit, beams = [], [], [], [], []
+    tree_row = {d: i for i, d in enumerate(tree.doc_ids)}
+    in_search_order = np.array([tree_row[d["doc_id"]] for d in tree.search.docs], dtype=np.int64)
+    reach, nav_hit, bm25_hit, dense_hit, hybrid_hit, beams = [], [], [], [], [], []
     for q, (row, _, question) in enumerate(questions):
         engine, found = navigate(view, embed, question)
         beams.append(float(np.mean(engine.widths)) if engine.widths else 0.0)
@@ -367,6 +373,9 @@ def _probe(tree: TreeInputs, view: CompiledView, embed: _Memo, questions: list[t
         at = search_row[doc_id]
         bm25_hit.append(len(searched) > 0 and searched[at] > 0 and _stable_rank(searched, at) < TOP_K)
         dense_hit.append(_stable_rank(dense_all[q], row) < TOP_K)
+        # The search tool's hybrid: both full rankings fused, as the evaluation's hybrid ranks.
+        hybrid = rrf(searched, dense_all[q][in_search_order], k=SEARCH_RRF_K) if len(searched) else searched
+        hybrid_hit.append(len(hybrid) > 0 and _stable_rank(hybrid, at) < TOP_K)
         if on_progress is not None:
             on_progress(q + 1, len(questions))
     docs = np.array([row for row, _, _ in questions])
@@ -374,8 +383,10 @@ def _probe(tree: TreeInputs, view: CompiledView, embed: _Memo, questions: list[t
     rng = np.random.default_rng(seed)
     groups = bootstrap_groups(docs, rng)
     outcomes = {name: np.array(v, dtype=float) for name, v in
-                (("reach", reach), ("navigation", nav_hit), ("bm25", bm25_hit), ("dense", dense_hit))}
-    best_flat = "bm25" if outcomes["bm25"].mean() >= outcomes["dense"].mean() else "dense"
+                (("reach", reach), ("navigation", nav_hit), ("bm25", bm25_hit), ("dense", dense_hit),
+                 ("hybrid", hybrid_hit))}
+    # The best flat method as the evaluation picks it: of bm25, dense and hybrid (ties: that order).
+    best_flat = max(FLAT_METHODS, key=lambda m: (outcomes[m].mean(), -FLAT_METHODS.index(m)))
     gain = outcomes["navigation"] - outcomes[best_flat]
     difference = interval(gain, groups, key="mean")
     decided = verdict(difference)
@@ -399,8 +410,7 @@ def _probe(tree: TreeInputs, view: CompiledView, embed: _Memo, questions: list[t
                  "max": round(float(max(beams)), 2)},
         "reach": interval(outcomes["reach"], groups),
         "navigation_recall_at_5": interval(outcomes["navigation"], groups),
-        "flat_recall_at_5": {"bm25": interval(outcomes["bm25"], groups), "dense": interval(outcomes["dense"], groups),
-                             "best": best_flat},
+        "flat_recall_at_5": {**{m: interval(outcomes[m], groups) for m in FLAT_METHODS}, "best": best_flat},
         "navigation_minus_flat": difference,
         "by_question_style": by_style,
         "navigation_over_flat": (round(float(outcomes["navigation"].mean() / outcomes[best_flat].mean()), 4)

@@ -76,8 +76,11 @@ def test_manifest_reports_every_diagnostic_in_range(sample_tree):
     assert probe["documents"] < probe["questions"] <= 3 * probe["documents"]
     assert 3 <= probe["beam"]["min"] <= probe["beam"]["mean"] <= probe["beam"]["max"] <= 10
     for interval in (probe["reach"], probe["navigation_recall_at_5"], *(
-            probe["flat_recall_at_5"][m] for m in ("bm25", "dense"))):
+            probe["flat_recall_at_5"][m] for m in ("bm25", "dense", "hybrid"))):
         check_interval(interval)
+    # The best flat method is the best of the three, as the evaluation judges navigation against.
+    flat = probe["flat_recall_at_5"]
+    assert flat[flat["best"]]["rate"] == max(flat[m]["rate"] for m in ("bm25", "dense", "hybrid"))
     # Reaching a document is necessary for ranking it in the top five.
     assert probe["navigation_recall_at_5"]["rate"] <= probe["reach"]["rate"]
     assert report["navigability_score"] == probe["reach"]["rate"]
