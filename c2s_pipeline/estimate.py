@@ -32,6 +32,7 @@ from .assets.levels import (
 from .assets.publish import ENTITY_CHARS, ENTITY_TEXTS
 from .hierarchy import cluster_count
 from .ingest import CorpusError, Document, read_corpus
+from .subgroups import leaf_room, leanest_row_bytes
 from c2s_core.llm import pricing, prompts
 from c2s_core.llm.base import CompileProvider, TaskRunner
 from c2s_core.llm.clients import Usage
@@ -48,6 +49,7 @@ from c2s_core.llm.schemas import (
 )
 from .recipe import MAX_LEVELS, StageSpec, level_stages, stage
 from .resources import LLMResource
+from c2s_core.navrows import DocCard
 from c2s_core.text import clip
 from .workspace import CorpusSpec, Workspace
 
@@ -177,8 +179,14 @@ class _Estimator:
                 for i, item in enumerate(items)}
 
     def _level_one(self, documents: list[Document], cards: dict[str, Card]) -> list[_Node]:
+        rows = dict(zip((d.doc_id for d in documents), leanest_row_bytes(
+            [DocCard(d.doc_id, c.title, c.one_line, c.phrases, c.identifiers)
+             for d in documents for c in [cards[d.doc_id]]])))
+        # As the compile's level 1: a group too crowded for one leaf's file is split until its parts fit.
+        groups = [part for group in _split(documents, cluster_count(len(documents), self.spec.p))
+                  for part in _fitting(group, [rows[d.doc_id] for d in group])]
         nodes = []
-        for c, group in enumerate(_split(documents, cluster_count(len(documents), self.spec.p))):
+        for c, group in enumerate(groups):
             titles = [cards[d.doc_id].title for d in group]
             excerpts = [MemberExcerpt(item_id=d.doc_id, title=cards[d.doc_id].title,
                                       text=clip(f"{cards[d.doc_id].one_line} {d.text}", LEVEL1_CHARS))
@@ -281,6 +289,20 @@ class _Estimator:
         if unpriced:
             notes.append(f"no price known for {', '.join(unpriced)}: counted as $0")
         return notes
+
+
+def _fitting(group: list, row_bytes: list[int]) -> list[list]:
+    """``group`` in consecutive parts whose rows (``row_bytes``, in order) each fit one leaf's file."""
+    size = sum(row_bytes)
+    if len(group) < 2 or size <= leaf_room(len(group)):
+        return [group]
+    n = max(2, math.ceil(size / leaf_room(len(group))))
+    bounds = [len(part) for part in _split(group, n)]
+    parts, start = [], 0
+    for length in bounds:
+        parts += _fitting(group[start:start + length], row_bytes[start:start + length])
+        start += length
+    return parts
 
 
 def _split(items: list, n_groups: int) -> list[list]:

@@ -492,3 +492,17 @@ def test_three_argument_progress_listeners_still_work():
     finally:
         progress.set_listener(None)
     assert calls == [("doc_cards", 3, 10), ("doc_embeddings", 4, 10)]
+
+
+def test_dry_run_counts_the_level_one_clusters_a_crowded_group_splits_into():
+    """As the compile's level 1 splits a cluster too crowded for one leaf's file, the estimate
+    splits its stand-in groups: thirty 300-byte rows make one group of ceil(30/10) = 3 too full,
+    and their parts each fit."""
+    from c2s_pipeline.estimate import _fitting
+    from c2s_pipeline.subgroups import leaf_room
+
+    group = list(range(30))
+    parts = _fitting(group, [300] * 30)
+    assert [i for part in parts for i in part] == group and len(parts) >= 3
+    assert all(300 * len(part) <= leaf_room(len(part)) for part in parts)
+    assert _fitting(group[:10], [300] * 10) == [group[:10]]
