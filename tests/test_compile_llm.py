@@ -496,8 +496,8 @@ def test_three_argument_progress_listeners_still_work():
 
 def test_dry_run_counts_the_level_one_clusters_a_crowded_group_splits_into():
     """As the compile's level 1 splits a cluster too crowded for one leaf's file, the estimate
-    splits its stand-in groups: thirty 300-byte rows make one group of ceil(30/10) = 3 too full,
-    and their parts each fit."""
+    splits its stand-in groups: a group of thirty 300-byte rows would fill three leaves' files,
+    so it is split into parts that each fit; ten such rows fit one."""
     from c2s_pipeline.estimate import _fitting
     from c2s_pipeline.subgroups import leaf_room
 
