@@ -13,6 +13,12 @@ the only stage with many more items than ``concurrency``. A stage with n calls n
 repartition call) cannot reach the bound; they are reported with the share of the rate they could
 reach as well.
 
+It also reports the prompt cache, per stage: the share of each stage's prompt tokens read from
+the cache (the manifest's ``cache_read_share``), with the fake server caching as the Anthropic API
+documents each model's minimum cacheable prefix (``pricing.Price.cache_min_tokens``: 4,096 tokens
+for Haiku 4.5, 1,024 for Sonnet), and again with a server that caches a prefix of any length (as
+vLLM's automatic prefix caching does), which a third compile measures.
+
     .venv/bin/python benchmarks/llm_throughput_bench.py [--latency 0.3] [--concurrency 20] [--json]
 
 The last line reads ``throughput_ratio=<value>`` (target ≥ 0.85).
@@ -87,6 +93,7 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--latency", type=float, default=0.3, help="seconds per fake API call")
     parser.add_argument("--concurrency", type=int, default=20)
+    parser.add_argument("--card-model", default="claude-haiku-4-5", help="the cheaper model the cards use")
     parser.add_argument("--json", action="store_true", help="print the results as JSON before the last line")
     args = parser.parse_args()
     if not args.corpus.exists():
@@ -103,6 +110,8 @@ def main() -> None:
 
     import c2s_pipeline.definitions  # noqa: F401
     from c2s_pipeline import progress
+    from c2s_core.llm import pricing
+    from c2s_core.llm.clients import DEFAULT_MODELS
     from tests.fakes.compile_model import CompileModel
     from tests.fakes.llm_servers import FakeLLMServer
 
@@ -117,13 +126,21 @@ def main() -> None:
         log(f"offline compile {offline_s:.1f}s")
         clock = StageClock()
         progress.set_listener(clock)
-        with FakeLLMServer("anthropic", handler=CompileModel(), latency=args.latency) as server:
+        models = (DEFAULT_MODELS["anthropic"], args.card_model)
+        minimums = {m: pricing.price_for(m).cache_min_tokens for m in models}
+        with FakeLLMServer("anthropic", handler=CompileModel(cache_min_tokens=minimums), latency=args.latency) as server:
             llm_s, manifest = timed_compile("wixqa", args.corpus, tmp / "anthropic", provider="anthropic",
-                                            base_url=server.base_url, concurrency=args.concurrency)
+                                            base_url=server.base_url, concurrency=args.concurrency,
+                                            card_model=args.card_model)
             requests = list(server.requests)
             max_in_flight = server.max_in_flight
         progress.set_listener(None)
         log(f"anthropic compile {llm_s:.1f}s, {len(requests)} calls")
+        with FakeLLMServer("anthropic", handler=CompileModel(), latency=0.0) as server:
+            _, any_length = timed_compile("wixqa", args.corpus, tmp / "any-length", provider="anthropic",
+                                          base_url=server.base_url, concurrency=args.concurrency,
+                                          card_model=args.card_model)
+        log("anthropic compile, caching prefixes of any length: done")
 
     stages = stage_windows(requests, clock, args.concurrency, args.latency)
     for name, s in stages.items():  # the stage as a whole: reading inputs and writing results too
@@ -144,6 +161,7 @@ def main() -> None:
         "stage_s": {name: {"anthropic": manifest["stages"][name]["seconds"], "offline": rec["seconds"]}
                     for name, rec in offline["stages"].items() if name in manifest["stages"]},
         "throughput_ratio": stages["doc_cards"]["ratio_to_bound"],
+        "prompt_cache": {"minimums": minimums, "stages": cache_rows(manifest, any_length)},
     }
     if args.json:
         print(json.dumps(result, indent=2))
@@ -163,7 +181,29 @@ def main() -> None:
         print(f"compile: anthropic (fake, {args.latency * 1000:.0f} ms) {llm_s:.1f} s vs offline {offline_s:.1f} s "
               f"(+{llm_s - offline_s:.1f} s; the LLM stages cannot take less than {floor_s:.1f} s at this latency "
               "and concurrency)")
+        print(f"\nprompt cache: share of each stage's prompt tokens read from the cache, at the models' "
+              f"documented minimums ({', '.join(f'{m} {n:,}' for m, n in minimums.items())} tokens) and where "
+              "any prefix is cached")
+        print(f"{'stage':<20} {'calls':>5} {'prompt tokens':>14} {'shared/call':>12} {'read (minimums)':>16} "
+              f"{'read (any length)':>18}")
+        for row in result["prompt_cache"]["stages"]:
+            print(f"{row['stage']:<20} {row['calls']:>5} {row['prompt_tokens']:>14,} {row['shared_per_call']:>12,} "
+                  f"{row['read_at_minimums']:>16.1%} {row['read_any_length']:>18.1%}")
     print(f"throughput_ratio={result['throughput_ratio']:.3f}")
+
+
+def cache_rows(manifest: dict, any_length: dict) -> list[dict]:
+    """Per LLM stage: calls, prompt tokens, the shared instructions a call carries (the cached
+    prefix where any length is cached), and the cache-read shares of the two compiles."""
+    rows = []
+    for name, u in manifest["stats"]["llm_usage"]["stages"].items():
+        other = any_length["stats"]["llm_usage"]["stages"][name]
+        prompt = u["input_tokens"] + u["cache_read_tokens"] + u["cache_write_tokens"]
+        shared = (other["cache_read_tokens"] + other["cache_write_tokens"]) // max(1, other["calls"])
+        rows.append({"stage": name, "calls": u["calls"], "prompt_tokens": prompt, "shared_per_call": shared,
+                     "read_at_minimums": manifest["stats"]["llm_usage"]["cache_read_share"][name] or 0.0,
+                     "read_any_length": any_length["stats"]["llm_usage"]["cache_read_share"][name] or 0.0})
+    return rows
 
 
 if __name__ == "__main__":

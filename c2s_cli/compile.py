@@ -200,6 +200,10 @@ def print_summary(manifest: dict, out: Path) -> None:
                                    f"retries), {usage['input_tokens']:,} input + {usage['cache_read_tokens']:,} "
                                    f"cache-read + {usage['cache_write_tokens']:,} cache-write + "
                                    f"{usage['output_tokens']:,} output tokens, ${usage['cost_usd']:.4f}")
+        shares = stats["llm_usage"].get("cache_read_share", {})
+        if shares:
+            table.add_row("prompt cache", "read: " + ", ".join(
+                f"{name} {share:.0%}" for name, share in shares.items() if share is not None))
     table.add_row("embeddings", f"{emb['computed']} computed, {emb['cached']} from cache")
     navigability = manifest.get(NAVIGABILITY)
     if navigability:

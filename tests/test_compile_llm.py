@@ -157,6 +157,12 @@ def test_anthropic_compile_end_to_end(tmp_path, server, corpus30):
     assert usage["total"]["calls"] == len([a for a in model.answers if a.status == 200])
     assert set(usage["stages"]) == {"doc_cards", "summaries_l1", "repartition_l1", "entities"}
     assert usage["stages"]["doc_cards"]["calls"] == 30
+    # Each stage's share of prompt tokens read from the prompt cache (this fake caches any length).
+    for name, share in usage["cache_read_share"].items():
+        u = usage["total"] if name == "total" else usage["stages"][name]
+        assert share == round(u["cache_read_tokens"] / (u["input_tokens"] + u["cache_read_tokens"]
+                                                        + u["cache_write_tokens"]), 4)
+    assert 0 < usage["cache_read_share"]["doc_cards"] < 1
     assert sum(s["cost_usd"] for s in usage["stages"].values()) == pytest.approx(usage["total"]["cost_usd"], abs=1e-5)
     assert manifest["provider"]["card_model"] == "claude-haiku-4-5"
     meta = instance_for(home).get_latest_materialization_event(AssetKey("doc_cards")).asset_materialization.metadata

@@ -104,6 +104,13 @@ def usage_sum(*usages: dict[str, float]) -> dict[str, float]:
     return total
 
 
+def cache_read_share(usage: dict[str, float]) -> float | None:
+    """Of a usage's prompt tokens (uncached input, cache reads and writes), the share read from
+    the prompt cache; None without prompt tokens."""
+    prompt = usage.get("input_tokens", 0) + usage.get("cache_read_tokens", 0) + usage.get("cache_write_tokens", 0)
+    return round(usage.get("cache_read_tokens", 0) / prompt, 4) if prompt else None
+
+
 def usage_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     delta = {f: after[f] - before[f] for f in USAGE_FIELDS}
     delta["cost_usd"] = round(delta["cost_usd"], 6)

@@ -21,7 +21,7 @@ from ..diagnostics import NAVIGABILITY, TreeInputs, diagnose, navigability_metad
 from c2s_core.docstore import StoredDocument, write_document_store
 from c2s_core.encoder import embed_with_cache
 from c2s_core.layout import DOCUMENT_STORE_FILE, ENTITY_INDEX_FILE, MANIFEST_FILE, TERM_INDEX_FILE
-from c2s_core.llm.base import TASKS, usage_sum
+from c2s_core.llm.base import TASKS, cache_read_share, usage_sum
 from c2s_core.llm.schemas import Entities, EntitiesInput
 from c2s_core.atomic_publish import OutputError, publish, staging_dir
 from c2s_core.navrows import DocCard, doc_stub, group_stub
@@ -387,6 +387,7 @@ def build_manifest(spec, art: CorpusArtifacts, forest: Forest, files: dict[str, 
     provider = llm.for_corpus(spec)
     # What this run's LLM stages spent (re-asks and retries included), from the API's usage fields.
     usage = {name: r["llm_usage"] for name, r in records.items() if "llm_usage" in r}
+    total_usage = usage_sum(*usage.values())
     return {
         "corpus": spec.name,
         "source": spec.source,
@@ -400,7 +401,10 @@ def build_manifest(spec, art: CorpusArtifacts, forest: Forest, files: dict[str, 
             "documents": {k: ingest[k] for k in ("accepted", "rejected", "duplicate", "ignored_hidden", "excluded")},
             "llm_calls": {k: sum(r["llm_calls"][k] for r in records.values()) for k in ("made", "cached")},
             "embeddings": {k: sum(r["embeddings"][k] for r in records.values()) for k in ("computed", "cached")},
-            "llm_usage": {"stages": usage, "total": usage_sum(*usage.values())},
+            "llm_usage": {"stages": usage, "total": total_usage,
+                          # per stage, the share of its prompt tokens read from the prompt cache
+                          "cache_read_share": {name: cache_read_share(u)
+                                               for name, u in [*usage.items(), ("total", total_usage)]}},
             "levels": forest.levels,
             "skills": len(forest.skills),
             "nav_files": len(files),

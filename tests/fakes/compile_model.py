@@ -10,6 +10,8 @@ member titles, sibling clusters and their members) and answers plausible, valid 
 Usage is stated explicitly on every reply (so tests can add it up): the user turn at 4
 characters a token as input, the system prompt as a prompt-cache write the first time the server
 sees it for a model and a cache read afterwards, the answer at 4 characters a token as output.
+``cache_min_tokens`` (model -> tokens, as the API documents each model's minimum cacheable
+prefix): a system prompt shorter than its model's minimum is never cached, only billed as input.
 """
 
 from __future__ import annotations
@@ -59,7 +61,9 @@ def task_of(request: Request) -> str:
 
 class CompileModel:
     def __init__(self, *, malformed_once: set[str] = frozenset(), garbage_for: set[str] = frozenset(),
-                 rate_limit_once: set[str] = frozenset(), move_one: bool = True):
+                 rate_limit_once: set[str] = frozenset(), move_one: bool = True,
+                 cache_min_tokens: dict[str, int] | None = None):
+        self.cache_min_tokens = dict(cache_min_tokens or {})
         self.malformed_once = set(malformed_once)
         self.garbage_for = set(garbage_for)
         self.rate_limit_once = set(rate_limit_once)
@@ -116,6 +120,9 @@ class CompileModel:
     def _usage(self, request: Request, model: str, answer: str) -> dict[str, int]:
         turns = "".join(json.dumps(m.get("content")) for m in request.messages if m.get("role") != "system")
         system = _tokens(request.system)
+        if system < self.cache_min_tokens.get(model, 0):
+            return {"input_tokens": _tokens(turns) + system, "output_tokens": _tokens(answer) + 1,
+                    "cache_read_tokens": 0, "cache_write_tokens": 0}
         with self._lock:
             seen = (model, request.system) in self._seen_prefixes
             self._seen_prefixes.add((model, request.system))
