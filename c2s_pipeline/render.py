@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 from c2s_core.frontmatter import render_frontmatter
 from c2s_core.layout import SECTION_DOCUMENTS, SECTION_EXAMPLES, SECTION_RELATED, SECTION_SEE_ALSO, SECTION_SUBGROUPS
-from c2s_core.navrows import ROW_STYLES, DocCard, doc_row, doc_rows, example_row, group_row, group_rows
+from c2s_core.navrows import (GROUP_DESCRIPTION_CHARS, ROW_STYLES, DocCard, doc_row, doc_rows, example_row, group_row,
+                              group_rows)
 from c2s_core.text import clip, content_tokens, printable
 from .forest import Forest, Node
 
@@ -130,7 +131,8 @@ def _left_out(stubs: int) -> str:
 
 def rows_fit(node: Node, cards: dict[str, DocCard], extras: NodeExtras, forest: Forest) -> bool:
     """Whether ``node``'s rows fit its nav file: rendered as lean as it can be (a leaf's document
-    rows in the leanest row style, examples without their one-lines) and less its ``@see`` stubs
+    rows in the leanest row style, a split node's sub-group rows in the leanest description
+    length, examples without their one-lines) and less its ``@see`` stubs
     (but for the line saying they were left out), it stays within NAV_FILE_TARGET_BYTES. A leaf
     whose rows do not is crowded and lists sub-groups instead (:mod:`.subgroups`); stubs are
     left out because a split does not make them fewer."""
@@ -139,7 +141,8 @@ def rows_fit(node: Node, cards: dict[str, DocCard], extras: NodeExtras, forest: 
         body = [f"{SECTION_DOCUMENTS} ({len(node.members)})\n",
                 *(doc_row(cards[d], ROW_STYLES[-1]) for d in node.members)]
     else:
-        body = [f"{SECTION_SUBGROUPS} ({len(node.children)})\n", *(group_row(child) for child in node.children)]
+        body = [f"{SECTION_SUBGROUPS} ({len(node.children)})\n",
+                *(group_row(child, GROUP_DESCRIPTION_CHARS[-1]) for child in node.children)]
     beside = _beside_rows(head, see_also, related, _examples(extras.examples, cards, with_one_line=False))
     return len(_text(beside + body).encode()) <= NAV_FILE_TARGET_BYTES
 
