@@ -368,7 +368,8 @@ def repartition(stage: Stage, workspace: WorkspaceResource, llm: LLMResource):
     runner = stage.runner(llm)
     verdicts = runner.run("repartition", requests, RepartitionVerdict)
     # Level 1's clusters stay within one leaf's nav file (as the clusters stage made them).
-    row_bytes = leanest_row_bytes([read_cards(art)[d] for d in item_ids]) if level == 1 else None
+    cards = read_cards(art) if level == 1 else {}
+    row_bytes = leanest_row_bytes([cards[d] for d in item_ids]) if level == 1 else None
     outcome = apply_verdicts(groups, verdicts, vectors, item_index, spec.p,
                              max_clusters=spec.k if status["top"] else None, row_bytes=row_bytes)
     for warning in outcome.ignored:
@@ -511,9 +512,11 @@ def apply_verdicts(groups: list[tuple[str, list[str]]], verdicts: list[Repartiti
                 outcome.counts["rebalanced_pairs"] += 1
             touched_now |= {a, b}
         outcome.touched |= touched_now
-    for node_id in [n for n in order if members.get(n) and not fits(members[n])]:
+    crowded = [n for n in order if members.get(n) and not fits(members[n])]
+    unit = hierarchy.normalise(vectors) if crowded else vectors
+    for node_id in crowded:
         ids = {item_index[m]: m for m in members[node_id]}
-        parts = fitting_parts(list(ids), row_bytes or [], hierarchy.normalise(vectors))
+        parts = fitting_parts(list(ids), row_bytes or [], unit)
         if max_clusters is not None and len(members) + len(parts) - 1 > max_clusters:
             continue  # the top level keeps k clusters at most: the leaf is split at render time
         members[node_id] = [ids[i] for i in parts[0]]
