@@ -6,7 +6,9 @@ through a :class:`TreeView`; the two views answer the same calls with the same d
 probe predicts the navigator (a test holds them together).
 
 One question, in rounds (a :class:`Rounds` budget, as the agent's turns; the calls of one
-round depend only on what earlier rounds returned, as an agent's parallel tool calls would):
+round depend only on what earlier rounds returned, as an agent's parallel tool calls would; but
+for the survey's two lookups, the folders of the leaves its term-index lines name and, in the
+navigator, the entries of the entity keys it found, each a second call after the first):
 
 1. survey: per top-level skill and question term, how many lines of the nav files below it
    hold a word starting with the term (``grep -rih '\\<TERM' <skill> | wc -l``: lexical
