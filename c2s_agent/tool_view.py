@@ -29,7 +29,7 @@ DOC_ROW_PATTERN = r"^- `[^`]+` \*\*"  # a leaf's document rows (its @see stubs s
 
 class ToolView:
     """Reads a tree as an agent does: ``grep -rih '\\<TERM' <folder> | wc -l`` for counts (in
-    loops over folders and terms), a loop over ``NODE/*/`` for a node's children, ``grep -E
+    loops over folders and terms), ``ls -F NODE`` and a loop over ``NODE/*/`` for a node's children, ``grep -E
     '^(## |- )'`` for a leaf's rows, grep over term_index.txt, ``get_document`` for a document;
     a round's commands joined with ``;`` into as few calls as fit."""
 
@@ -64,10 +64,11 @@ class ToolView:
         return [found[term, posixpath.dirname(nav_file)] for term, nav_file in asked]
 
     def count_children(self, asked: list[tuple[str, list[str]]]) -> dict[str, list[Child]]:
-        # One loop a node over its sub-folders (``NODE/*/``), each named, counted and its own
-        # folders counted (itself and its sub-folders: 1 for a leaf), as many loops joined with
-        # ';' in a call as fit. A node whose loop cannot answer whole (a reply cut short) is left
-        # out, as a folder that cannot be read.
+        # One listing and loop a node (:func:`children_loop`): its sub-folders named by ``ls -F``
+        # (names, not the paths a loop's echo would print: a third of the bytes on a deep tree),
+        # then each counted and its own folders counted (itself and its sub-folders: 1 for a
+        # leaf), in the listing's order; as many joined with ';' in a call as fit. A node whose
+        # reply does not add up (cut short) is left out, as a folder that cannot be read.
         loops = {children_loop(posixpath.dirname(nav_file), terms): (nav_file, len(terms)) for nav_file, terms in asked}
         found: dict[str, list[Child]] = {}
 
@@ -76,19 +77,20 @@ class ToolView:
             lines = out.split("\n")
             for loop in batch:
                 nav_file, n = loops[loop]
-                folder = posixpath.dirname(nav_file)
-                kids: list[Child] = []
-                while lines and lines[0].startswith(folder + "/") and lines[0].endswith("/") \
-                        and "/" not in lines[0][len(folder) + 1:-1]:
-                    name, counts = lines[0][len(folder) + 1:-1], [x.strip() for x in lines[1:2 + n]]
-                    if len(counts) < n + 1 or not all(x.isdigit() for x in counts):
-                        return None
-                    lines = lines[2 + n:]
-                    if name != "*":  # no sub-folder: the loop ran once over the glob as written
-                        kids.append(Child(name, [int(x) for x in counts[:n]], int(counts[n]) > 1))
-                if not kids and not (out and f"{folder}/*/" in out):
-                    return None  # nothing of this node's loop came back
-                got[nav_file] = kids
+                names = []
+                while lines and lines[0] and not lines[0].strip().isdigit():
+                    names.append(lines.pop(0))
+                folders = [name[:-1] for name in names if name.endswith("/")]
+                # No sub-folder: the loop ran once over its glob as written, counting nothing.
+                wanted = max(1, len(folders)) * (n + 1)
+                counts = [x.strip() for x in lines[:wanted]]
+                if len(counts) < wanted or not all(x.isdigit() for x in counts):
+                    return None  # cut short
+                lines = lines[wanted:]
+                if not names:
+                    continue  # nothing listed, not even its nav file: a missing folder, left out
+                got[nav_file] = [Child(name, [int(x) for x in counts[i * (n + 1):i * (n + 1) + n]],
+                                       int(counts[i * (n + 1) + n]) > 1) for i, name in enumerate(folders)]
             return got
 
         for batch, out in self._calls(list(loops), "", "; ", whole=lambda batch, out: parse(batch, out) is not None):
@@ -224,11 +226,12 @@ def _fitting(folders: list[str], terms: list[str]) -> list[list[str]]:
 
 
 def children_loop(folder: str, terms: list[str]) -> str:
-    """Each sub-folder of ``folder`` printed (``echo``) and followed by its :func:`count_pipeline`
-    of each term and by its folders counted (itself and its sub-folders: 1 means a leaf):
-    ``for d in FOLDER/*/; do echo "$d"; for t in ...; do grep ... | wc -l; done;
-    find "$d" -maxdepth 1 -type d | wc -l; done``."""
-    return (f'for d in {shlex.quote(folder)}/*/; do echo "$d"; {_term_counts(terms)}'
+    """``folder``'s entries listed (``ls -F``: a sub-folder's name ends in ``/``), then each
+    sub-folder, in that order, counted: its :func:`count_pipeline` of each term and its folders
+    (itself and its sub-folders: 1 means a leaf): ``ls -F FOLDER; for d in FOLDER/*/; do for t
+    in ...; do grep ... | wc -l; done; find "$d" -maxdepth 1 -type d | wc -l; done``."""
+    quoted = shlex.quote(folder)
+    return (f'ls -F {quoted}; for d in {quoted}/*/; do {_term_counts(terms)}'
             'find "$d" -maxdepth 1 -type d | wc -l; done')
 
 

@@ -52,10 +52,14 @@ from .text import terms
 MAX_LEAF_SHARE = 0.25  # a term in more leaves than this share (at least MIN_LEAVES) is not listed
 MIN_LEAVES = 3
 # ... nor one in more leaves than this, whatever the share: a question's lines are then read in
-# bytes that do not grow with the corpus (a line lists ~9 bytes a leaf). Trees of up to 256 leaves
-# (about 2,500 documents) meet the share first; on a 20,000-document tree of 2,632 leaves, the
-# share let a line list 658 leaves, and questions naming three common words read 20-27 KB of them.
-MAX_LEAVES_LISTED = 64
+# bytes that do not grow with the corpus (a line lists ~9 bytes a leaf). Trees of up to 512 leaves
+# (about 5,000 documents) meet the share first. On a 20,000-document tree of 2,594 leaves the share
+# let a line list 648 leaves, and a question of common words read up to 88 KB of them. Such a
+# body-text question is found by the row using all its words, so a cap costs recall there:
+# navigator-only recall@5 0.93 at 64 leaves, 0.97 at 128, 0.98 at 256, at 2.9x, 3.1x and 3.2x the
+# reference's nav bytes (before counts listed children by name, which took a fifth off). It is
+# the one dev corpus large enough for the cap to bind, so no corpus was left out to choose it.
+MAX_LEAVES_LISTED = 128
 # A row's title counts its words again when it holds this share of the question's term weight:
 # it restates the question. On development sets, every lower share (down to counting any title
 # word) lost body-text and help-center questions to titles that merely share a few of their words;

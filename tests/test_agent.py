@@ -10,6 +10,7 @@ from __future__ import annotations
 import glob
 import json
 import posixpath
+import re
 import shlex
 import threading
 import time
@@ -619,11 +620,40 @@ def test_a_reply_cut_to_the_output_cap_is_asked_again_in_halves(tree):
     assert len(narrow_tools.trace) == 3  # the cut call, then each half
 
 
+def test_children_are_listed_by_name_and_counted_whole_even_when_cut_short(searchable):
+    """A node's sub-folders come by name from ``ls -F`` (not as paths echoed in the loop), each
+    with its counts and whether it has sub-folders; a reply cut short is asked again until every
+    node's answer is whole, and a leaf's (empty) listing is told from a missing folder."""
+    from c2s_agent.tool_view import ToolView, children_loop, count_pipeline
+
+    skills = sorted(p.relative_to(searchable).as_posix() for p in searchable.glob("skills/*/SKILL.md"))
+    leaf = next(p.relative_to(searchable).as_posix() for p in searchable.glob("skills/*/*/INDEX.md"))
+    asked = [(n, ["refund", "ship", "zzzunseen"]) for n in [*skills, leaf, "skills/nope/SKILL.md"]]
+    tools = TreeTools(searchable)
+    found = ToolView(tools).count_children(asked)
+    assert len(tools.trace) == 1 and set(found) == {*skills, leaf}  # the missing folder is left out
+    assert found[leaf] == []
+    for skill in skills:
+        folder = posixpath.dirname(skill)
+        names = sorted(p.name for p in (searchable / folder).iterdir() if p.is_dir())
+        assert [c.name for c in found[skill]] == names
+        for child in found[skill]:
+            assert child.counts == [int(tools.code_execution(count_pipeline(t, f"{folder}/{child.name}")))
+                                    for t in ("refund", "ship", "zzzunseen")]
+            assert child.inner == any(p.is_dir() for p in (searchable / folder / child.name).iterdir())
+    # An output cap that holds each node's reply but not all of them together.
+    alone = [len(tools.code_execution(children_loop(posixpath.dirname(n), terms)).encode()) for n, terms in asked]
+    assert max(alone) < tools.trace[0].output_bytes
+    tiny = TreeTools(searchable, max_output_bytes=max(alone))
+    assert ToolView(tiny).count_children(asked) == found and len(tiny.trace) > 1
+
+
 def test_survey_greps_per_node_not_the_whole_tree(searchable):
     result = answer("refund policy", searchable)
     commands = [c.input["command"] for c in result.trace if c.tool == "code_execution"]
-    loops = [c for c in commands if c.startswith("for d in ")]
-    folders = [w for c in loops for w in shlex.split(c.split(";")[0])[3:]]
+    # The folders each loop runs over: a round's nodes (``for d in A B; do``) or a node's
+    # sub-folders (``ls -F A; for d in A/*/; do``).
+    folders = [w for c in commands for found in re.findall(r"for d in (.+?); do", c) for w in shlex.split(found)]
     # One subtree each (a skill's folder, never the whole 'skills'), every term counted in one loop.
     assert folders and all(f.startswith("skills/") for f in folders)
     assert not any(part.split("|")[0].rstrip().endswith(" skills") for c in commands for part in c.split(";"))
@@ -845,7 +875,7 @@ def test_navigator_acts_only_through_the_tools_and_navigates(wixqa):
         assert used == {"code_execution", "get_document", "search"}
         commands = [c.input["command"] for c in result.trace if c.tool == "code_execution"]
         assert all(c.split()[0] in {"ls", "grep", "head", "for"} for c in commands)
-        assert any(c.startswith("for d in skills/") and "/*/; do echo" in c for c in commands)  # a node's children
+        assert any(c.startswith("ls -F skills/") and "/*/; do" in c for c in commands)  # a node's children
         seen = "\n".join(tools.seen + (tools.searched if result.usage["routed"] else []))
         for doc_id in result.fetched:
             assert f"`{doc_id}`" in seen, (q["id"], doc_id)
