@@ -65,7 +65,8 @@ class ToolView:
 
     def count_children(self, asked: list[tuple[str, list[str]]]) -> dict[str, list[Child]]:
         # One listing and loop a node (:func:`children_loop`): its sub-folders named by ``ls -F``
-        # (names, not the paths a loop's echo would print: a third of the bytes on a deep tree),
+        # (names, not the paths a loop's echo would print: about a fifth of the navigation bytes
+        # on a 20,000-document tree),
         # then each counted and its own folders counted (itself and its sub-folders: 1 for a
         # leaf), in the listing's order; as many joined with ';' in a call as fit. A node whose
         # reply does not add up (cut short) is left out, as a folder that cannot be read.

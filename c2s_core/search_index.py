@@ -209,7 +209,7 @@ class SearchIndex:
             return self.bm25_scores(query)
         if mode == "dense":
             return self.dense_scores(query)
-        return rrf(self.bm25_scores(query), self.dense_scores(query), k=RRF_K)
+        return hybrid_scores(self.bm25_scores(query), self.dense_scores(query))
 
     def search(self, query: str, k: int = 10, mode: str = DEFAULT_MODE) -> list[SearchHit]:
         """The ``k`` best documents, best first (ties by doc_id order); in bm25, only those with
@@ -219,6 +219,12 @@ class SearchIndex:
         order = np.argsort(-scores, kind="stable")[: max(0, int(k))]
         return [SearchHit(self.docs[i]["doc_id"], self.docs[i]["title"], self.docs[i]["path"], float(scores[i]))
                 for i in order if used != "bm25" or scores[i] > 0]
+
+
+def hybrid_scores(bm25: np.ndarray, dense: np.ndarray) -> np.ndarray:
+    """The hybrid mode's scores: the two full rankings fused by reciprocal rank (:data:`RRF_K`),
+    documents in the same order in both."""
+    return rrf(bm25, dense, k=RRF_K)
 
 
 def write_search_index(root: str | Path, vectors: np.ndarray | None = None, vector_ids: list[str] | None = None,

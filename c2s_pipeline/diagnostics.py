@@ -61,8 +61,7 @@ from c2s_core.layout import TERM_INDEX_FILE
 from c2s_core.navrows import DocCard, group_row
 from c2s_core.navigation.engine import MAX_TERMS, Engine, Ranking
 from c2s_core.navigation.stats import bootstrap_groups, interval, verdict
-from c2s_core.navigation.scoring import rrf
-from c2s_core.search_index import RRF_K as SEARCH_RRF_K, SearchIndex
+from c2s_core.search_index import SearchIndex, hybrid_scores
 from c2s_core.term_index import TermIndex, parse_term_index
 from c2s_core.text import clip, query_terms, sentences, sha256_hex, terms
 
@@ -374,7 +373,7 @@ def _probe(tree: TreeInputs, view: CompiledView, embed: _Memo, questions: list[t
         bm25_hit.append(len(searched) > 0 and searched[at] > 0 and _stable_rank(searched, at) < TOP_K)
         dense_hit.append(_stable_rank(dense_all[q], row) < TOP_K)
         # The search tool's hybrid: both full rankings fused, as the evaluation's hybrid ranks.
-        hybrid = rrf(searched, dense_all[q][in_search_order], k=SEARCH_RRF_K) if len(searched) else searched
+        hybrid = hybrid_scores(searched, dense_all[q][in_search_order]) if len(searched) else searched
         hybrid_hit.append(len(hybrid) > 0 and _stable_rank(hybrid, at) < TOP_K)
         if on_progress is not None:
             on_progress(q + 1, len(questions))

@@ -32,7 +32,7 @@ from .assets.levels import (
 from .assets.publish import ENTITY_CHARS, ENTITY_TEXTS
 from .hierarchy import cluster_count
 from .ingest import CorpusError, Document, read_corpus
-from .subgroups import leaf_room, leanest_row_bytes
+from .subgroups import leanest_row_bytes, split_to_fit
 from c2s_core.llm import pricing, prompts
 from c2s_core.llm.base import CompileProvider, TaskRunner
 from c2s_core.llm.clients import Usage
@@ -179,9 +179,9 @@ class _Estimator:
                 for i, item in enumerate(items)}
 
     def _level_one(self, documents: list[Document], cards: dict[str, Card]) -> list[_Node]:
+        listed = [cards[d.doc_id] for d in documents]
         rows = dict(zip((d.doc_id for d in documents), leanest_row_bytes(
-            [DocCard(d.doc_id, c.title, c.one_line, c.phrases, c.identifiers)
-             for d in documents for c in [cards[d.doc_id]]])))
+            [DocCard(d.doc_id, c.title, c.one_line, c.phrases, c.identifiers) for d, c in zip(documents, listed)])))
         # As the compile's level 1: a group too crowded for one leaf's file is split until its parts fit.
         groups = [part for group in _split(documents, cluster_count(len(documents), self.spec.p))
                   for part in _fitting(group, [rows[d.doc_id] for d in group])]
@@ -292,17 +292,9 @@ class _Estimator:
 
 
 def _fitting(group: list, row_bytes: list[int]) -> list[list]:
-    """``group`` in consecutive parts whose rows (``row_bytes``, in order) each fit one leaf's file."""
-    size = sum(row_bytes)
-    if len(group) < 2 or size <= leaf_room(len(group)):
-        return [group]
-    n = max(2, math.ceil(size / leaf_room(len(group))))
-    bounds = [len(part) for part in _split(group, n)]
-    parts, start = [], 0
-    for length in bounds:
-        parts += _fitting(group[start:start + length], row_bytes[start:start + length])
-        start += length
-    return parts
+    """``group`` in consecutive parts whose rows (``row_bytes``, in order) each fit one leaf's
+    file, as :func:`~.subgroups.split_to_fit` splits a level-1 cluster (without its vectors)."""
+    return [[group[i] for i in part] for part in split_to_fit(list(range(len(group))), row_bytes, _split)]
 
 
 def _split(items: list, n_groups: int) -> list[list]:

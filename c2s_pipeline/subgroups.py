@@ -29,11 +29,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from c2s_core.navrows import DocCard
-from c2s_core.text import clip, content_tokens
-
 from c2s_core.layout import SECTION_DOCUMENTS
-from c2s_core.navrows import ROW_STYLES, doc_row
+from c2s_core.navrows import ROW_STYLES, DocCard, doc_row
+from c2s_core.text import clip, content_tokens
 
 from .forest import SUBGROUP_LEVEL, Forest, Node, assign_names
 from .hierarchy import kmeans, normalise
@@ -67,18 +65,32 @@ def leaf_room(documents: int) -> int:
     return NAV_FILE_TARGET_BYTES - LEAF_HEAD_BYTES - len(f"{SECTION_DOCUMENTS} ({documents})\n".encode())
 
 
-def fitting_parts(members: list[int], row_bytes: Sequence[int], unit: np.ndarray) -> list[list[int]]:
-    """A level-1 cluster (rows of ``unit`` and ``row_bytes``) as is when its documents' leanest
-    rows fit one leaf's nav file (:func:`leaf_room`), else split (:func:`partition`, into as many
-    parts as the rows fill files) and each part split again until all fit; a single document
-    is a part whatever its size. Parts in order of their first member."""
-    size, room = sum(row_bytes[i] for i in members), leaf_room(len(members))
-    if size <= room or len(members) < 2:
+def fits_one_leaf(row_bytes: Sequence[int]) -> bool:
+    """Do rows of these sizes (:func:`leanest_row_bytes`) fit one leaf's nav file?"""
+    return sum(row_bytes) <= leaf_room(len(row_bytes))
+
+
+Divide = Callable[[list[int], int], list[list[int]]]  # members, parts wanted -> parts
+
+
+def split_to_fit(members: list[int], row_bytes: Sequence[int], divide: Divide) -> list[list[int]]:
+    """``members`` (indexes of ``row_bytes``) as is when their rows fit one leaf's nav file
+    (:func:`fits_one_leaf`), else ``divide``d into as many parts as the rows fill files, each
+    divided again until all fit; a single member is a part whatever its size. Parts in order of
+    their first member."""
+    sizes = [row_bytes[i] for i in members]
+    if len(members) < 2 or fits_one_leaf(sizes):
         return [members]
-    parts: list[list[int]] = []
-    for part in partition(unit[members], max(MIN_SUBGROUPS, math.ceil(size / room))):
-        parts += fitting_parts([members[i] for i in part], row_bytes, unit)
-    return sorted(parts, key=min)
+    count = max(MIN_SUBGROUPS, math.ceil(sum(sizes) / leaf_room(len(members))))
+    return sorted((fitted for part in divide(members, count) for fitted in split_to_fit(part, row_bytes, divide)),
+                  key=min)
+
+
+def fitting_parts(members: list[int], row_bytes: Sequence[int], unit: np.ndarray) -> list[list[int]]:
+    """A level-1 cluster (rows of ``unit`` and ``row_bytes``) split to fit (:func:`split_to_fit`)
+    by :func:`partition` of its members' vectors."""
+    return split_to_fit(members, row_bytes,
+                        lambda ms, count: [[ms[i] for i in part] for part in partition(unit[ms], count)])
 
 
 def split_crowded(forest: Forest, cards: dict[str, DocCard], vectors: np.ndarray, doc_row: dict[str, int], p: int,

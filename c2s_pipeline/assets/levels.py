@@ -34,7 +34,7 @@ from c2s_core.llm.schemas import (
 )
 from ..cards import read_cards
 from ..recipe import MAX_LEVELS
-from ..subgroups import fitting_parts, leaf_room, leanest_row_bytes
+from ..subgroups import fits_one_leaf, fitting_parts, leanest_row_bytes
 from ..resources import EncoderResource, LLMResource, WorkspaceResource
 from c2s_core.text import clip
 from ._stage import Stage, markdown_table
@@ -449,7 +449,7 @@ def apply_verdicts(groups: list[tuple[str, list[str]]], verdicts: list[Repartiti
     and a cluster a move or rebalance left too crowded is split into parts that fit
     (:func:`~..subgroups.fitting_parts`), while the top level stays within ``max_clusters``."""
     def fits(ms: list[str]) -> bool:
-        return row_bytes is None or sum(row_bytes[item_index[m]] for m in ms) <= leaf_room(len(ms))
+        return row_bytes is None or fits_one_leaf([row_bytes[item_index[m]] for m in ms])
 
     members = {node_id: list(m) for node_id, m in groups}
     order = [node_id for node_id, _ in groups]
