@@ -39,7 +39,7 @@ PublishOpt = Annotated[Optional[str], typer.Option("--publish", help="also publi
 FollowOpt = Annotated[Optional[bool], typer.Option("--follow-symlinks/--no-follow-symlinks",
                                                    help="read symlinks whose target stays inside the corpus "
                                                         "(default: symlinks are listed as rejected)")]
-MaxFileOpt = Annotated[Optional[int], typer.Option("--max-file-bytes", min=1, help="reject larger input files "
+MaxFileOpt = Annotated[Optional[int], typer.Option("--max-file-bytes", min=1, help="reject larger input files (JSONL: records) "
                                                                                    "unread (default 50 MiB)")]
 
 SETTING_OPTIONS = ("p", "k", "tau", "publish", "follow_symlinks", "max_file_bytes", *LLMSettings.model_fields)

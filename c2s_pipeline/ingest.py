@@ -5,7 +5,8 @@ JSON(L) records are ``{"id"?, "title"?, "text" | "contents"}``. A document's id 
 ``id`` when it has one (evaluation gold ids refer to it), else the file's relative path
 (``#L<n>`` / ``#<i>`` for records), so ids stay stable across edits; ``content_hash`` detects change.
 
-What is read: regular files only, each at most ``max_file_bytes`` (:data:`MAX_FILE_BYTES`).
+What is read: regular files only, each at most ``max_file_bytes`` (:data:`MAX_FILE_BYTES`); a
+JSONL file is streamed a record at a time, so the cap is then per record (line), not per file.
 Symbolic links are not followed unless ``follow_symlinks`` is set, and then only when the target
 stays inside the corpus; FIFOs, sockets and devices are never opened. Hidden entries (names
 starting with ``.``) are counted, not read; directories passed in ``exclude`` (the compile's own
@@ -22,6 +23,7 @@ import re
 import stat
 import sys
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -33,11 +35,12 @@ HTML_SUFFIXES = {".html", ".htm"}
 RECORD_SUFFIXES = {".json", ".jsonl"}
 ACCEPTED_SUFFIXES = TEXT_SUFFIXES | HTML_SUFFIXES | RECORD_SUFFIXES
 MAX_ID_LENGTH = 512
-MAX_FILE_BYTES = 50 * 1024 * 1024  # per input file; larger files are rejected, never read whole
+MAX_FILE_BYTES = 50 * 1024 * 1024  # per input file (JSONL: per record); larger ones are rejected, never read whole
 # Elements per HTML page: parsing costs ~7 µs an element whatever the page holds, so a page of
 # bare tags (10 MB of <b>: 3.5 million) is rejected after ~4 s instead of parsed for minutes.
 MAX_HTML_ELEMENTS = 500_000
 HTML_CHUNK_CHARS = 1 << 16
+READ_CHUNK_BYTES = 1 << 16  # the rest of a JSONL record over the cap is skipped a chunk at a time
 
 
 @dataclass(frozen=True)
@@ -204,25 +207,50 @@ def _kind(mode: int) -> str:
     return "not a file or directory"
 
 
-def _read_regular(file: Path, limit: int) -> bytes | str:
-    """The file's bytes, or a rejection reason. Opened non-blocking and checked after opening, so
-    a FIFO swapped in after the walk cannot hang the read."""
+@contextmanager
+def _open_regular(file: Path) -> Iterator[io.BufferedReader | str]:
+    """The open file, or a rejection reason. Opened non-blocking and checked after opening, so a
+    FIFO swapped in after the walk cannot hang the read."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(file, flags)
     except OSError as exc:
-        return f"cannot be read: {exc.strerror}"
+        yield f"cannot be read: {exc.strerror}"
+        return
     with os.fdopen(fd, "rb") as f:
         mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            return f"not a regular file ({_kind(mode)}), not read"
-        size = os.fstat(fd).st_size
+        yield f if stat.S_ISREG(mode) else f"not a regular file ({_kind(mode)}), not read"
+
+
+def _read_regular(file: Path, limit: int) -> bytes | str:
+    """The file's bytes, or a rejection reason."""
+    with _open_regular(file) as f:
+        if isinstance(f, str):
+            return f
+        size = os.fstat(f.fileno()).st_size
         if size > limit:
             return _too_large(size, limit)
         raw = f.read(limit + 1)  # the file may have grown since fstat
     if len(raw) > limit:
         return _too_large(len(raw), limit)
     return raw
+
+
+def _lines(f: io.BufferedReader, limit: int) -> Iterator[bytes | None]:
+    """Each b'\\n'-ended line of ``f`` (without it), or None for a line over ``limit`` bytes,
+    whose rest is skipped a chunk at a time (never held whole)."""
+    while True:
+        line = f.readline(limit + 1)
+        if not line:
+            return
+        if len(line) <= limit or line.endswith(b"\n") and len(line) == limit + 1:
+            yield line.rstrip(b"\n")
+            continue
+        while not line.endswith(b"\n"):  # the rest of the long line, a chunk at a time
+            line = f.readline(READ_CHUNK_BYTES)
+            if not line:
+                break
+        yield None
 
 
 def _too_large(size: int, limit: int) -> str:
@@ -272,6 +300,9 @@ class _Collector:
             accepted = " ".join(sorted(ACCEPTED_SUFFIXES))
             self.reject(rel, f"unsupported file type '{suffix or file.name}' (accepted: {accepted})")
             return
+        if suffix == ".jsonl":
+            self.read_jsonl(file, rel)
+            return
         raw = _read_regular(file, self.max_file_bytes)
         if isinstance(raw, str):
             self.reject(rel, raw)
@@ -302,13 +333,43 @@ class _Collector:
                 self.reject(rel, str(exc))
                 return
             self.add(rel, title, text, rel)
-        elif suffix == ".jsonl":
-            # Only '\n' ends a record: str.splitlines would also split inside strings at U+2028.
-            for lineno, line in enumerate(content.split("\n"), start=1):
-                if line.strip():
-                    self.read_record_text(line, rel, f"{rel}:{lineno}", f"{rel}#L{lineno}")
         else:
             self.read_json(content, rel)
+
+    def read_jsonl(self, file: Path, rel: str) -> None:
+        """A JSONL file, a record (line) at a time: a corpus of any size in one file is read with
+        one record in memory, and a bad line is rejected alone (``file:line``), the rest read."""
+        records = 0
+        try:
+            with _open_regular(file) as f:
+                if isinstance(f, str):
+                    self.reject(rel, f)
+                    return
+                head = f.peek(8192)[:8192] if hasattr(f, "peek") else b""
+                if b"\x00" in head:
+                    self.reject(rel, "binary file (contains NUL bytes)")
+                    return
+                # Only b'\n' ends a record (binary lines): U+2028 inside a string does not.
+                for lineno, raw in enumerate(_lines(f, self.max_file_bytes), start=1):
+                    source = f"{rel}:{lineno}"
+                    if raw is None:
+                        self.reject(source, f"record too large: over the {self.max_file_bytes:,}-byte cap per record")
+                        records += 1
+                        continue
+                    if not raw.strip():
+                        continue
+                    records += 1
+                    try:
+                        line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+                    except UnicodeDecodeError as exc:
+                        self.reject(source, f"not valid UTF-8 text (undecodable byte at offset {exc.start})")
+                        continue
+                    self.read_record_text(line, rel, source, f"{rel}#L{lineno}")
+        except OSError as exc:  # a read error midway: what was read stands, the rest is named
+            self.reject(rel, f"cannot be read: {exc.strerror or exc}")
+            return
+        if not records:
+            self.reject(rel, "empty file")
 
     def read_json(self, content: str, rel: str) -> None:
         try:

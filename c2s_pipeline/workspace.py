@@ -40,7 +40,7 @@ class CorpusSpec(BaseModel):
     tau: float = Field(0.05, ge=0.0, le=1.0, description="soft-assignment cosine margin")
     publish: str | None = Field(None, description="also publish the tree to this S3 prefix (s3://bucket/prefix/)")
     follow_symlinks: bool = Field(False, description="read symlinks whose target stays inside the corpus")
-    max_file_bytes: int = Field(MAX_FILE_BYTES, ge=1, description="larger input files are rejected unread")
+    max_file_bytes: int = Field(MAX_FILE_BYTES, ge=1, description="larger input files (JSONL: records) are rejected unread")
     llm: LLMSettings = Field(default_factory=LLMSettings)
 
     def read_options(self, home: Path) -> dict:

@@ -144,6 +144,24 @@ def test_files_over_the_size_cap_are_rejected_with_size_and_cap(tmp_path):
     assert reasons(result) == {"big.md": "file too large: 1,001 bytes, over the 1,000-byte cap per file"}
 
 
+def test_a_jsonl_file_over_the_cap_is_read_a_record_at_a_time_and_a_record_over_it_rejected_alone(tmp_path):
+    """A corpus exported as one JSONL (50,000 articles: ~60 MB) is not one file to cap: it is read
+    a line at a time, the cap applies to each record, and a bad line costs only itself."""
+    records = [json.dumps({"id": f"kb-{i}", "text": f"Article {i}: " + "word " * 30}) for i in range(12)]
+    records[4] = json.dumps({"id": "huge", "text": "y" * 5000})  # over the cap: skipped, not held whole
+    lines = "\n".join(records).encode() + b"\n"
+    lines = lines.replace(b"Article 7:", b"Article \xff:")  # one undecodable line
+    write(tmp_path / "export.jsonl", b"\xef\xbb\xbf" + lines)  # a BOM before the first record
+    assert len(lines) > 1000
+    result = read_corpus(tmp_path, max_file_bytes=1000)
+    assert [d.doc_id for d in result.documents] == [f"kb-{i}" for i in range(12) if i not in (4, 7)]
+    assert reasons(result) == {
+        "export.jsonl:5": "record too large: over the 1,000-byte cap per record",
+        "export.jsonl:8": "not valid UTF-8 text (undecodable byte at offset 32)"}
+    blank = write(tmp_path / "blank" / "none.jsonl", "\n \n")
+    assert reasons(read_corpus(blank)) == {"none.jsonl": "empty file"}
+
+
 # -- ingest: self-ingestion ---------------------------------------------------------------------
 
 def test_hidden_and_excluded_directories_are_counted_not_read(tmp_path):
