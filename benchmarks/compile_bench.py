@@ -30,11 +30,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -89,6 +91,7 @@ class EncodeMeter:
         self.calls = self.texts = 0
         self.stage = "?"
         self.by_stage: dict[str, float] = {}
+        self.rss_by_stage: dict[str, float] = {}  # set by RssSampler's owner once the compile ends
 
     def __enter__(self):
         from c2s_core.encoder import Encoder
@@ -126,8 +129,45 @@ class EncodeMeter:
 
     def as_dict(self) -> dict:
         return {"encode_s": round(self.encode_s, 3), "model_load_s": round(self.load_s, 3),
+                "rss_mb_by_stage": self.rss_by_stage,
                 "calls": self.calls, "texts": self.texts,
                 "by_stage": {k: round(v, 3) for k, v in self.by_stage.items()}}
+
+
+class RssSampler:
+    """The process's resident memory sampled every ``every_s`` seconds while a compile runs, the
+    highest per stage (the stage the meter last heard of): which stage a peak belongs to. A
+    sample can miss a spike shorter than its interval; the process's true peak is ``ru_maxrss``."""
+
+    def __init__(self, meter: EncodeMeter, every_s: float = 0.25):
+        self.meter, self.every_s = meter, every_s
+        self.by_stage: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+
+    @staticmethod
+    def rss_mb() -> float:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            stage, mb = self.meter.stage, self.rss_mb()
+            if mb > self.by_stage.get(stage, 0.0):
+                self.by_stage[stage] = mb
+
+    def __enter__(self):
+        if os.path.exists("/proc/self/statm"):
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def as_dict(self) -> dict:
+        return {k: round(v, 1) for k, v in self.by_stage.items()}
 
 
 class StageTicker:
@@ -158,8 +198,11 @@ def timed_compile(spec, home: Path, provider: str, model: str, progress: bool,
     stage_progress.set_listener(StageTicker(spec.name, meter, progress))
     t = time.perf_counter()
     try:
-        with meter:
-            manifest = compile_corpus(spec, Workspace(home), provider=provider, model=model)
+        with meter, RssSampler(meter) as rss:
+            try:
+                manifest = compile_corpus(spec, Workspace(home), provider=provider, model=model)
+            finally:
+                meter.rss_by_stage = rss.as_dict()
         return time.perf_counter() - t, manifest, None
     except CompileError as exc:
         return time.perf_counter() - t, None, str(exc)
@@ -251,13 +294,17 @@ def bench_corpus(name: str, source: Path, args, info: dict | None = None) -> dic
             result.update(error=error, stages_completed={s: stages[s] for s in stage_order(stages)})
             log(f"[{name}] cold compile FAILED after {cold_s:.1f}s: {error}")
             return result
-        log(f"[{name}] cold compile {cold_s:.1f}s; warm compile ...")
-        warm_s, warm, error = timed_compile(spec, home, args.provider, args.model, False, EncodeMeter())
-        result["warm_s"] = round(warm_s, 3)
-        if error:
-            result["warm_error"] = error
-            log(f"[{name}] warm compile FAILED: {error}")
-        log(f"[{name}] warm compile {warm_s:.1f}s; encoder alone ...")
+        warm = None
+        if args.skip_warm:
+            result["warm_s"] = None
+        else:
+            log(f"[{name}] cold compile {cold_s:.1f}s; warm compile ...")
+            warm_s, warm, error = timed_compile(spec, home, args.provider, args.model, False, EncodeMeter())
+            result["warm_s"] = round(warm_s, 3)
+            if error:
+                result["warm_error"] = error
+                log(f"[{name}] warm compile FAILED: {error}")
+        log(f"[{name}] compiles done; encoder alone ...")
         doc_texts, level_texts = embedded_texts(art)
         enc = time_encoder(doc_texts, level_texts, args.encoder_repeats)
         log(f"[{name}] encoder {enc['seconds']:.1f}s on {enc['texts']} texts")
@@ -331,6 +378,7 @@ def report(r: dict) -> str:
                f"provider {r['provider']}; cold llm calls {st['llm_calls']}, embeddings {st['embeddings']}")
     cold, warm = r["stages_cold"], r["stages_warm"]
     in_stage = r["encoder_in_compile"]["by_stage"]
+    rss = r["encoder_in_compile"].get("rss_mb_by_stage", {})
     rows = []
     for s in stage_order(cold):
         c = cold[s]
@@ -340,15 +388,17 @@ def report(r: dict) -> str:
                      f"{e:.2f}" if e else "", f"{c['seconds'] - e:.2f}" if e else "",
                      f"{w['seconds']:.2f}" if w else "-",
                      f"{c['llm_calls']['made']}/{c['llm_calls']['cached']}",
-                     f"{c['embeddings']['computed']}/{c['embeddings']['cached']}"])
+                     f"{c['embeddings']['computed']}/{c['embeddings']['cached']}",
+                     f"{rss[s]:,.0f}" if s in rss else "-"])
     out.append(fmt_table(["stage", "cold s", "% cold", "encode s", "non-encode s", "warm s", "llm made/cached",
-                          "emb computed/cached"], rows, "lrrrrrrr"))
+                          "emb computed/cached", "RSS MB"], rows, "lrrrrrrrr"))
     enc = r["encoder"]
     wt = r.get("warm_totals") or {}
     out.append(f"total cold (wall)     {r['cold_s']:8.2f} s   (stages sum {r['stage_sum_s']:.2f} s; "
                f"Dagster/run overhead {r['cold_s'] - r['stage_sum_s']:.2f} s)")
-    out.append(f"total warm (wall)     {r['warm_s']:8.2f} s   (llm calls {wt.get('llm_calls')}, "
-               f"embeddings {wt.get('embeddings')})")
+    if r.get("warm_s") is not None:
+        out.append(f"total warm (wall)     {r['warm_s']:8.2f} s   (llm calls {wt.get('llm_calls')}, "
+                   f"embeddings {wt.get('embeddings')})")
     repeats = f"fastest of {len(enc['runs_s'])} runs {enc['runs_s']}; " if len(enc["runs_s"]) > 1 else ""
     same = "same count as" if enc["matches_compile"] else "DIFFERENT count from"
     out.append(f"encoder only          {enc['seconds']:8.2f} s   ({enc['doc_texts']} document texts "
@@ -378,9 +428,67 @@ def summary_line(r: dict) -> str:
     if "error" in r:
         return f"{r['corpus']}: FAILED cold_s={r['cold_s']:.1f} error={r['error']!r}"
     return (f"{r['corpus']}: docs={r['stats']['documents']['accepted']} cold_s={r['cold_s']:.2f} "
-            f"warm_s={r['warm_s']:.2f} encoder_s={r['encoder']['seconds']:.2f} ratio={r['ratio']:.2f} "
+            f"warm_s={r['warm_s'] if r.get('warm_s') is None else round(r['warm_s'], 2)} encoder_s={r['encoder']['seconds']:.2f} ratio={r['ratio']:.2f} "
             f"peak_rss_mb={r['peak_rss_mb']['process']:.0f} "
             f"(in-compile encode_s={r['encoder_in_compile']['encode_s']:.2f} ratio={r['ratio_in_compile']:.2f})")
+
+
+def growth_exponent(n1: float, t1: float, n2: float, t2: float) -> float | None:
+    """``a`` in t ∝ N^a between two sizes."""
+    if min(n1, n2, t1, t2) <= 0 or n1 == n2:
+        return None
+    return math.log(t2 / t1) / math.log(n2 / n1)
+
+
+def growth_report(paths: list[Path]) -> str:
+    """Several runs' JSON (one size each, smallest first): time and memory per stage at each size,
+    with the growth exponent between consecutive sizes beside N log N's over the same step."""
+    runs = []
+    for path in paths:
+        for r in json.loads(path.read_text(encoding="utf-8"))["results"]:
+            if "error" not in r:
+                runs.append(r)
+    runs.sort(key=lambda r: r["stats"]["documents"]["accepted"])
+    if len(runs) < 2:
+        return "growth: needs at least two successful runs of different sizes"
+    sizes = [r["stats"]["documents"]["accepted"] for r in runs]
+    steps = list(zip(range(len(runs)), range(1, len(runs))))
+    nlogn = [growth_exponent(sizes[a], sizes[a] * math.log(sizes[a]), sizes[b], sizes[b] * math.log(sizes[b]))
+             for a, b in steps]
+
+    def exps(values: list[float]) -> list[str]:
+        out = []
+        for (a, b), ref in zip(steps, nlogn):
+            e = growth_exponent(sizes[a], values[a], sizes[b], values[b])
+            out.append("-" if e is None else f"{e:.2f}" + (" !" if e > ref + 0.25 else ""))
+        return out
+
+    step_names = [f"a {sizes[a] // 1000}k→{sizes[b] // 1000}k" for a, b in steps]
+    out = [f"=== growth over {', '.join(f'{n:,}' for n in sizes)} documents "
+           f"(a: t ∝ N^a between sizes; N log N gives a = {', '.join(f'{e:.2f}' for e in nlogn)}; "
+           f"'!' marks a above N log N's by more than 0.25)"]
+    head = ["", *[f"{n:,} docs" for n in sizes], *step_names]
+    rows = [
+        ["cold compile s", *[f"{r['cold_s']:.0f}" for r in runs], *exps([r["cold_s"] for r in runs])],
+        ["encoder alone s", *[f"{r['encoder']['seconds']:.0f}" for r in runs], *exps([r["encoder"]["seconds"] for r in runs])],
+        ["ratio compile / encoder", *[f"{r['ratio']:.2f}" for r in runs], *[""] * len(steps)],
+        ["ratio (encode inside)", *[f"{r['ratio_in_compile']:.2f}" for r in runs], *[""] * len(steps)],
+        ["peak RSS MB", *[f"{r['peak_rss_mb']['process']:,.0f}" for r in runs],
+         *exps([r["peak_rss_mb"]["process"] for r in runs])],
+        ["load average before/after", *[f"{r.get('load_before', ['?'])[0]}/{r.get('load_after', ['?'])[0]}" for r in runs],
+         *[""] * len(steps)],
+    ]
+    out.append(fmt_table(head, rows, "l" + "r" * (len(head) - 1)))
+    stages = stage_order({s: None for r in runs for s in r["stages_cold"]})
+    rows = []
+    for s in stages:
+        secs = [r["stages_cold"].get(s, {}).get("seconds", 0.0) for r in runs]
+        rss = [r["encoder_in_compile"].get("rss_mb_by_stage", {}).get(s) for r in runs]
+        rows.append([s, *[f"{t:.1f}" for t in secs], *exps(secs),
+                     *[f"{m:,.0f}" if m else "-" for m in rss]])
+    out.append(fmt_table(["stage (cold s)", *[f"{n:,}" for n in sizes], *step_names,
+                          *[f"RSS MB {n // 1000}k" for n in sizes]], rows, "l" + "r" * (2 * len(sizes) + len(steps))))
+    return "\n".join(out)
 
 
 # -- main ------------------------------------------------------------------------------------------
@@ -402,7 +510,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tmp-dir", default=None, help="where the temporary c2s homes go")
     ap.add_argument("--keep", action="store_true", help="keep the temporary homes (paths on stderr)")
     ap.add_argument("--quiet", action="store_true", help="no stage progress on stderr")
+    ap.add_argument("--skip-warm", action="store_true", help="no warm recompile (large corpora: saves its time)")
+    ap.add_argument("--growth", type=Path, nargs="+", metavar="JSON",
+                    help="print the growth table of earlier runs' --json files (one size each) and exit")
     args = ap.parse_args(argv)
+    if args.growth:
+        print(growth_report(args.growth))
+        return 0
 
     env = {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine()}
     env["imports"] = preload()

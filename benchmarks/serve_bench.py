@@ -16,6 +16,12 @@ answers every question with ``c2s_agent.answer(q, tree, navigator="offline")`` a
     .venv/bin/python benchmarks/serve_bench.py                      # WixQA sample
     .venv/bin/python benchmarks/serve_bench.py --large --home /tmp/c2s-serve-home   # + Debian ≥5,000 docs
     .venv/bin/python benchmarks/serve_bench.py --json serve.json --limit 40
+    .venv/bin/python benchmarks/serve_bench.py --tree OUT --qa questions.jsonl     # a tree compiled before
+
+It also reports what loading a tree costs: opening it (document store, manifest, skills), the
+first question (its search and term indexes load on first use; the encoder is loaded before),
+and the process's resident memory with the encoder alone, with the tree loaded and after the
+questions.
 
 With ``--mcp`` it measures ``c2s serve`` instead: one server process over streamable HTTP on
 127.0.0.1, ``--clients`` concurrent MCP clients (the SDK's ``mcp.Client``) each calling the
@@ -83,18 +89,37 @@ def pct(values: list[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 
+def rss_mb() -> dict:
+    """This process's resident memory now and at its peak, in MB."""
+    import resource
+
+    with open("/proc/self/statm") as f:
+        now = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    return {"now": round(now, 1), "peak": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+
+
 def bench(name: str, tree: Path, questions: list[dict], p: int) -> dict:
     from c2s_agent import answer
+    from c2s_core.navigation.scoring import embedder
     from c2s_core.tree import open_tree
 
-    n_docs = len(open_tree(tree).store.ids())
+    embedder()(["warm-up: the encoder loads before the tree is timed"])
+    before = rss_mb()
+    start = time.perf_counter()
+    opened = open_tree(tree)
+    n_docs = len(opened.store.ids())
+    _ = opened.manifest, opened.skills
+    open_s = time.perf_counter() - start
+    start = time.perf_counter()
+    answer(questions[0]["question"], opened, navigator="offline")  # the indexes load on first use
+    first_s = time.perf_counter() - start
+    loaded = rss_mb()
     rows = row_stats(tree)
     depth = max(1, math.ceil(math.log(n_docs, p)))
     reference = p * depth * rows["mean_row_bytes"]
-    answer(questions[0]["question"], tree, navigator="offline")  # warm: encoder load, tree caches
     lat, nav, scanned, docs, nav_files, tool_calls, hits = [], [], [], [], [], [], 0
     for i, q in enumerate(questions):
-        result = answer(q["question"], tree, navigator="offline")
+        result = answer(q["question"], opened, navigator="offline")
         u = result.usage
         lat.append(u["seconds"])
         nav.append(u["nav_bytes"])
@@ -121,6 +146,9 @@ def bench(name: str, tree: Path, questions: list[dict], p: int) -> dict:
         "ratio_nav_to_reference": round(mean(nav) / reference, 2),
         "ratio_scanned_to_reference": round(mean(scanned) / reference, 2),
         "gold_fetched": round(hits / max(1, len(questions)), 3),
+        "load": {"open_s": round(open_s, 3), "first_question_s": round(first_s, 3),
+                 "rss_mb_encoder_only": before["now"], "rss_mb_tree_loaded": loaded["now"],
+                 "rss_mb_after": rss_mb()["now"], "rss_mb_peak": rss_mb()["peak"]},
     }
 
 
@@ -136,6 +164,10 @@ def report(r: dict) -> str:
         f"(×{r['ratio_scanned_to_reference']} of reference)",
         f"per query      {r['nav_files_read_mean']} nav files, {r['tool_calls_mean']} tool calls, "
         f"{r['document_bytes_mean']:,} document bytes; gold fetched {r['gold_fetched']:.1%}",
+        f"tree load      open {r['load']['open_s']:.2f} s, first question (indexes loaded on use) "
+        f"{r['load']['first_question_s']:.2f} s; RSS {r['load']['rss_mb_encoder_only']:,.0f} MB with the encoder alone, "
+        f"{r['load']['rss_mb_tree_loaded']:,.0f} MB with the tree loaded, {r['load']['rss_mb_after']:,.0f} MB after "
+        f"the questions (peak {r['load']['rss_mb_peak']:,.0f} MB)",
     ])
 
 
@@ -323,6 +355,8 @@ def mcp_report(r: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--home", type=Path, help="c2s home to compile into / reuse (default: a temporary one)")
+    ap.add_argument("--tree", type=Path, help="serve this compiled tree instead of compiling (with --qa)")
+    ap.add_argument("--qa", type=Path, help="--tree: its questions (JSONL with question and gold_ids)")
     ap.add_argument("--large", action="store_true", help="also the ≥5,000-doc Debian corpus (cold compile ~8 min)")
     ap.add_argument("--limit", type=int, help="at most this many questions per corpus")
     ap.add_argument("--p", type=int, default=10, help="branching ratio to compile with")
@@ -334,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--republish", type=int, default=2, help="--mcp: republishes of the tree mid-load")
     ap.add_argument("--ask-concurrency", type=int, help="--mcp: the server's --ask-concurrency (default: its own)")
     args = ap.parse_args(argv)
+    if bool(args.tree) != bool(args.qa) or (args.tree and (args.mcp or args.large)):
+        ap.error("--tree and --qa go together, without --mcp or --large")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     tmp = None
     if args.home is None:
@@ -343,6 +379,12 @@ def main(argv: list[str] | None = None) -> int:
     results, failed = [], False
     try:
         corpora = [("wixqa", WIXQA / "corpus.jsonl", WIXQA / "qa_dev.jsonl")]
+        if args.tree:  # a tree compiled before: served as it is
+            questions = [json.loads(line) for line in args.qa.read_text().splitlines() if line.strip()]
+            r = bench(args.tree.name, args.tree, questions[: args.limit] if args.limit else questions, args.p)
+            results.append(r)
+            print(report(r), flush=True)
+            corpora = []
         if args.large:
             sys.path.insert(0, str(BENCH))
             from debian_corpus import build_corpus

@@ -21,7 +21,8 @@ does not model (each can be turned off, as the probe's parity test does):
   weight inside the opened leaves, times the first level's confidence); below
   :data:`ROUTE_BELOW` the flat ``search`` tool's rankings (bm25 and dense, asked in the survey)
   are fused with navigation's as lists, each counting alike, to choose the documents read and
-  to order them.
+  to order them; each list's first document leads the fused order (a body-worded question's
+  document that bm25 alone ranks first no longer sinks under documents two lists rank middling).
 
 It then composes an extractive, cited answer from the best documents (:mod:`c2s_agent.compose`).
 """

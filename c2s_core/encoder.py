@@ -91,7 +91,9 @@ def embed_with_cache(
     namespace = f"embedding:{encoder.model_id}"
     keys = [sha256_hex(text) for text in texts]
     found = cache.get_vectors(namespace, list(dict.fromkeys(keys)))
-    missing = sorted({k: i for i, k in enumerate(keys) if k not in found}.values())
+    # Longest first, as the encoder orders one call's texts: chunks of alike lengths pad little
+    # (chunks in document order padded every short text to its chunk's longest: 1.2x the time).
+    missing = sorted({k: i for i, k in enumerate(keys) if k not in found}.values(), key=lambda i: (-len(texts[i]), i))
     stats.cached += len(texts) - len(missing)
     done = len(texts) - len(missing)
     if on_progress:

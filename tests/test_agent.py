@@ -513,6 +513,12 @@ def test_fused_rankings_keep_what_one_list_ranks_first_above_what_all_rank_middl
     assert fuse_rankings([navigation, keywords], 10)[:3] == ["m", "a", "k"]
     assert fuse_rankings([["a", "b"], ["b", "a"]], 10) == ["a", "b"]  # a tie keeps the first list's order
     assert fuse_rankings([], 10) == []
+    # Routed: one list's first ("k": bm25 alone found it) leads what two lists rank middling.
+    keywords = ["k", "b", "c"]
+    navigation, vectors = ["n", "b", "c", "d"], ["v", "c", "b", "d"]
+    assert fuse_rankings([navigation, keywords, vectors], 5)[:4] == ["b", "c", "d", "n"]  # "k" 5th
+    assert fuse_rankings([navigation, keywords, vectors], 5, firsts_lead=True)[:3] == ["n", "k", "v"]
+    assert fuse_rankings([navigation, keywords, vectors], 5, firsts_lead=True)[3:5] == ["b", "c"]
 
 
 def test_routing_reaches_a_document_the_tree_misfiles(searchable):

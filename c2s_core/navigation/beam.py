@@ -12,6 +12,10 @@ RRF_K = 10.0  # small k: candidate lists are short (tens), so top ranks should c
 # so one list's first few documents hold their place (5 against 10, leave-one-corpus-out over the
 # development corpora: as good on the Debian sets, better on WixQA; benchmarks/README.md).
 ROUTE_RRF_K = 5.0
+# ... and each list's first document leads the fused order: a question worded as a document's body
+# is often found by bm25 alone, and its document, in no other list, sank under documents two lists
+# rank middling (leave-one-corpus-out over the development corpora: benchmarks/README.md).
+ROUTE_FIRSTS_LEAD = True
 # Grep counts below a node rank the branch holding the answer first more often than the row's
 # text does (on development trees, at every level), so they count four times in the fusion.
 EVIDENCE_WEIGHT = 4.0

@@ -62,8 +62,8 @@ from c2s_core.navrows import Card, Group, NavFile
 from c2s_core.term_index import RowScores, TermPostings, best_by_leaf, best_rows, row_scores
 from c2s_core.text import query_terms, terms, title_match
 
-from .beam import (BEAM_MIN, BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, ROUTE_RRF_K, RRF_K, TERM_JUMP_ROWS, TERM_LEAVES, TITLE_WEIGHT,
-                   beam_width, term_jump)
+from .beam import (BEAM_MIN, BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, ROUTE_FIRSTS_LEAD, ROUTE_RRF_K, RRF_K,
+                   TERM_JUMP_ROWS, TERM_LEAVES, TITLE_WEIGHT, beam_width, term_jump)
 from .scoring import SearchHit, bm25, fuse_rankings, rrf
 
 MAX_TERMS = 12  # question terms grepped for
@@ -508,9 +508,9 @@ class Engine:
               ) -> tuple[list[str], dict[str, DocumentPage]]:
         """Cards first (cheap), then the best candidates' text; fused. When routed, navigation's
         ranking of what it reached and each flat ranking are fused as lists (reciprocal ranks, each
-        list counting alike), both to choose the documents read and to order them: a document
-        ranked high by any one list is read and stays near the top, where an average of signals
-        would sink it under documents every list ranks middling."""
+        list counting alike, each list's first leading), both to choose the documents read and to
+        order them: a document ranked high by any one list is read and stays near the top, where an
+        average of signals would sink it under documents every list ranks middling."""
         if not cards or not self.budget.take():
             return [], {}
         ids = list(cards)
@@ -550,7 +550,7 @@ class Engine:
         fused with the flat rankings."""
         if not lists:
             return ranked
-        return fuse_rankings([[d for d in ranked if d in self.navigated], *lists], ROUTE_RRF_K)
+        return fuse_rankings([[d for d in ranked if d in self.navigated], *lists], ROUTE_RRF_K, firsts_lead=ROUTE_FIRSTS_LEAD)
 
     def _number_leaves(self, paths: list[str]) -> None:
         """The term-index numbers of leaves read that the survey did not name, looked up by

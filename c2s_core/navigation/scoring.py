@@ -46,15 +46,21 @@ def ranks(scores: Sequence[float]) -> np.ndarray:
     return out
 
 
-def fuse_rankings(rankings: Sequence[Sequence[str]], k: float) -> list[str]:
+def fuse_rankings(rankings: Sequence[Sequence[str]], k: float, *, firsts_lead: bool = False) -> list[str]:
     """Reciprocal rank fusion of ranked lists of ids: each id scores the sum of 1 / (k + 1 +
     rank) over the lists holding it; ties keep the order ids first appear in (the first list's
-    order first)."""
+    order first). With ``firsts_lead``, each list's first id comes before every other id (the
+    firsts in fused order): one list's best, which no other list holds, would otherwise sink under
+    ids that two lists rank middling."""
     score: dict[str, float] = {}
     for ranking in rankings:
         for rank, item in enumerate(ranking):
             score[item] = score.get(item, 0.0) + 1.0 / (k + 1 + rank)
-    return sorted(score, key=lambda item: -score[item])
+    fused = sorted(score, key=lambda item: -score[item])
+    if not firsts_lead:
+        return fused
+    firsts = {ranking[0] for ranking in rankings if ranking}
+    return [item for item in fused if item in firsts] + [item for item in fused if item not in firsts]
 
 
 @dataclass(frozen=True)
