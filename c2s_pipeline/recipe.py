@@ -105,7 +105,7 @@ def _level_rows(level: int) -> list[StageSpec]:
     below = _below(level)
     rows = [
         StageSpec(
-            clusters_stage(level), group, "levels:clusters", level=level, code_version="clusters-4",
+            clusters_stage(level), group, "levels:clusters", level=level, code_version="clusters-5",
             description=(f"Level {level}'s items embedded and clustered (K-Means into ceil(n/p), soft assignment"
                          + ("; a cluster too crowded for one leaf's nav file split into siblings that fit"
                             if level == 1 else "") + "), "
@@ -128,7 +128,7 @@ def _level_rows(level: int) -> list[StageSpec]:
     ]
     if level in REPARTITION_LEVELS:
         rows.append(StageSpec(
-            repartition_stage(level), group, "levels:repartition", level=level, code_version="repartition-4",
+            repartition_stage(level), group, "levels:repartition", level=level, code_version="repartition-5",
             description=(f"Level {level}'s siblings judged in batches of ≤60 for confusable pairs and mixed "
                          "clusters; touched clusters re-summarised."),
             reads=(summaries_stage(level), clusters_stage(level), *below),

@@ -25,15 +25,16 @@ import math
 import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from c2s_core.layout import SECTION_DOCUMENTS
-from c2s_core.navrows import ROW_STYLES, DocCard, doc_row
+from c2s_core.navrows import ROW_STYLES, DocCard, doc_row, group_row
 from c2s_core.text import clip, content_tokens
 
-from .forest import SUBGROUP_LEVEL, Forest, Node, assign_names
+from .forest import SUBGROUP_LEVEL, Forest, Node, assign_names, safe_name
 from .hierarchy import kmeans, normalise
 from .render import NAV_FILE_TARGET_BYTES
 
@@ -60,13 +61,32 @@ def leanest_row_bytes(cards: list[DocCard]) -> list[int]:
     return [len(doc_row(card, ROW_STYLES[-1]).encode()) + 1 for card in cards]
 
 
+def leanest_group_row_bytes(labels: Sequence[str], sizes: Sequence[int]) -> list[int]:
+    """Each child node's row in its parent's nav file at the leanest (a link and its size, no
+    description), in bytes with its line end, named as :func:`~.forest.safe_name` will name it."""
+    rows = (group_row(_Named(safe_name(label), size), 0) for label, size in zip(labels, sizes))
+    return [len(row.encode()) + 1 for row in rows]
+
+
+@dataclass(frozen=True)
+class _Named:
+    """A child node as far as its leanest row shows it."""
+
+    name: str
+    size: int
+    title: str = ""
+    description: str = ""
+    nav_file: str = ""
+
+
 def leaf_room(documents: int) -> int:
     """Bytes a leaf of ``documents`` has for its rows: the file less :data:`LEAF_HEAD_BYTES` and its heading."""
     return NAV_FILE_TARGET_BYTES - LEAF_HEAD_BYTES - len(f"{SECTION_DOCUMENTS} ({documents})\n".encode())
 
 
 def fits_one_leaf(row_bytes: Sequence[int]) -> bool:
-    """Do rows of these sizes (:func:`leanest_row_bytes`) fit one leaf's nav file?"""
+    """Do rows of these sizes (:func:`leanest_row_bytes`; a node above the leaves: its children's
+    :func:`leanest_group_row_bytes`) fit one nav file?"""
     return sum(row_bytes) <= leaf_room(len(row_bytes))
 
 
@@ -87,7 +107,7 @@ def split_to_fit(members: list[int], row_bytes: Sequence[int], divide: Divide) -
 
 
 def fitting_parts(members: list[int], row_bytes: Sequence[int], unit: np.ndarray) -> list[list[int]]:
-    """A level-1 cluster (rows of ``unit`` and ``row_bytes``) split to fit (:func:`split_to_fit`)
+    """A cluster (rows of ``unit`` and ``row_bytes``) split to fit (:func:`split_to_fit`)
     by :func:`partition` of its members' vectors."""
     return split_to_fit(members, row_bytes,
                         lambda ms, count: [[ms[i] for i in part] for part in partition(unit[ms], count)])

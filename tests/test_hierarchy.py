@@ -10,7 +10,7 @@ from sklearn.cluster import KMeans
 from c2s_core.encoder import Encoder
 from c2s_pipeline import hierarchy
 from c2s_pipeline.assets.levels import apply_verdicts
-from c2s_pipeline.subgroups import leaf_room
+from c2s_pipeline.subgroups import fits_one_leaf, fitting_parts, leaf_room, leanest_group_row_bytes
 from c2s_core.frontmatter import frontmatter_problems, render_frontmatter
 from c2s_core.llm.schemas import Move, RepartitionVerdict
 from c2s_pipeline.forest import safe_name
@@ -255,3 +255,19 @@ def test_frontmatter_rules(name, description, directory, problem):
 def test_rendered_frontmatter_strips_xml_and_caps_description():
     text = render_frontmatter("ok", "<b>bold</b> " + "word " * 400, {"level": 1, "documents": 3})
     assert frontmatter_problems(text + "# x\n", "ok") == []
+
+
+def test_a_node_above_the_leaves_too_crowded_for_its_nav_file_is_split_into_siblings_that_fit():
+    """A level-2 cluster of 48 children named at length (a 50,000-document tree made one: a 5.8 KB
+    INDEX.md of sub-group links) is judged by its children's leanest rows, named as the tree will
+    name them, and split by K-Means into siblings whose files fit; ten children fit as they are."""
+    labels = [f"Specified cause, throwable cause and later retrieval of {word} exceptions"
+              for word in ("io", "sql", "ssl", "jar", "uri", "xml")] * 8
+    rows = leanest_group_row_bytes(labels, [10] * len(labels))
+    name = safe_name(labels[0])
+    assert rows[0] == len(f"- [{name}]({name}/INDEX.md) (10 docs)") + 1 == 108
+    assert fits_one_leaf(rows[:10]) and not fits_one_leaf(rows)
+    unit = hierarchy.normalise(np.random.default_rng(0).normal(size=(len(labels), 8)))
+    parts = fitting_parts(list(range(len(labels))), rows, unit)
+    assert len(parts) >= 2 and all(fits_one_leaf([rows[i] for i in part]) for part in parts)
+    assert sorted(i for part in parts for i in part) == list(range(len(labels)))

@@ -34,7 +34,7 @@ from c2s_core.llm.schemas import (
 )
 from ..cards import read_cards
 from ..recipe import MAX_LEVELS
-from ..subgroups import fits_one_leaf, fitting_parts, leanest_row_bytes
+from ..subgroups import fits_one_leaf, fitting_parts, leanest_group_row_bytes, leanest_row_bytes
 from ..resources import EncoderResource, LLMResource, WorkspaceResource
 from c2s_core.text import clip
 from ._stage import Stage, markdown_table
@@ -71,6 +71,14 @@ class Level:
         """(item ids, item titles) of the level."""
         nodes = art.final_nodes(self.number - 1)
         return nodes["node_id"].to_list(), nodes["title"].to_list()
+
+    def row_bytes(self, art: CorpusArtifacts, item_ids: list[str]) -> list[int]:
+        """Each item's row in its parent's nav file at the leanest (:func:`~..subgroups.fits_one_leaf`
+        judges a cluster by them): a child node's link and size."""
+        nodes = art.final_nodes(self.number - 1)
+        label = dict(zip(nodes["node_id"], nodes["label"]))
+        size = dict(zip(nodes["node_id"], nodes["size"]))
+        return leanest_group_row_bytes([label[i] for i in item_ids], [size[i] for i in item_ids])
 
     def item_lines(self, art: CorpusArtifacts) -> dict[str, str]:
         """Each item as one line of its parent's embedding text."""
@@ -134,6 +142,10 @@ class DocumentLevel(Level):
     def items(self, art: CorpusArtifacts) -> tuple[list[str], list[str]]:
         cards = art.read_table("cards.parquet")
         return cards["doc_id"].to_list(), cards["title"].to_list()
+
+    def row_bytes(self, art: CorpusArtifacts, item_ids: list[str]) -> list[int]:
+        cards = read_cards(art)
+        return leanest_row_bytes([cards[d] for d in item_ids])
 
     def item_lines(self, art: CorpusArtifacts) -> dict[str, str]:
         cards = art.read_table("cards.parquet")
@@ -248,8 +260,8 @@ def _index_groups(groups: list[tuple[str, list[str]]], item_ids: list[str]) -> l
 
 def clusters(stage: Stage, workspace: WorkspaceResource, encoder: EncoderResource, llm: LLMResource,
              config=None):
-    """K-Means into ceil(n/p) clusters (at level 1, a cluster too crowded for one leaf's nav
-    file split into siblings that fit: :func:`~..subgroups.fitting_parts`) with soft assignment
+    """K-Means into ceil(n/p) clusters (a cluster too crowded for one nav file split into
+    siblings that fit: :func:`~..subgroups.fitting_parts`) with soft assignment
     — or, on an incremental compile, the published clusters updated in place."""
     level, number = Level.of(stage.level), stage.level
     spec, art = stage.corpus, stage.artifacts
@@ -274,12 +286,12 @@ def clusters(stage: Stage, workspace: WorkspaceResource, encoder: EncoderResourc
                           f"k={spec.k} ({len(item_ids)} items at level {number}); raise --p or --k")
         labels = hierarchy.kmeans(vectors, n_clusters)
         found = [np.flatnonzero(labels == c).tolist() for c in range(n_clusters)]
-        if number == 1:  # a cluster too crowded for one leaf's nav file: siblings that each fit
-            unit = hierarchy.normalise(vectors)
-            cards = read_cards(art)
-            row_bytes = leanest_row_bytes([cards[d] for d in item_ids])
-            found = [part for members in found for part in fitting_parts(members, row_bytes, unit)]
-            top = len(found) <= spec.k
+        # A cluster too crowded for one nav file (at level 1 its documents' rows, above its
+        # children's): siblings that each fit.
+        unit = hierarchy.normalise(vectors)
+        row_bytes = level.row_bytes(art, item_ids)
+        found = [part for members in found for part in fitting_parts(members, row_bytes, unit)]
+        top = len(found) <= spec.k
         groups = [(f"L{number}-{c:04d}", [item_ids[i] for i in members]) for c, members in enumerate(found)]
         changes = {"changed": [g[0] for g in groups], "removed": [], "split": []}
     node_ids = [g[0] for g in groups]
@@ -367,9 +379,8 @@ def repartition(stage: Stage, workspace: WorkspaceResource, llm: LLMResource):
                                      dict(zip(item_ids, item_titles)))
     runner = stage.runner(llm)
     verdicts = runner.run("repartition", requests, RepartitionVerdict)
-    # Level 1's clusters stay within one leaf's nav file (as the clusters stage made them).
-    cards = read_cards(art) if level == 1 else {}
-    row_bytes = leanest_row_bytes([cards[d] for d in item_ids]) if level == 1 else None
+    # Clusters stay within one nav file (as the clusters stage made them).
+    row_bytes = Level.of(level).row_bytes(art, item_ids)
     outcome = apply_verdicts(groups, verdicts, vectors, item_index, spec.p,
                              max_clusters=spec.k if status["top"] else None, row_bytes=row_bytes)
     for warning in outcome.ignored:
@@ -444,8 +455,8 @@ def apply_verdicts(groups: list[tuple[str, list[str]]], verdicts: list[Repartiti
                    row_bytes: Sequence[int] | None = None) -> RepartitionOutcome:
     """Apply id-level moves, re-split mixed clusters, merge (or rebalance) confusable pairs.
     A cluster is touched at most once per compile; instructions naming unknown ids are ignored
-    and reported, never guessed at. ``row_bytes`` (level 1: each item's leanest row, by
-    ``item_index``): a merge that would not fit one leaf's nav file rebalances the pair instead,
+    and reported, never guessed at. ``row_bytes`` (each item's leanest row in its parent's nav
+    file, by ``item_index``): a merge that would not fit one nav file rebalances the pair instead,
     and a cluster a move or rebalance left too crowded is split into parts that fit
     (:func:`~..subgroups.fitting_parts`), while the top level stays within ``max_clusters``."""
     def fits(ms: list[str]) -> bool:
