@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from serve_bench import row_stats  # noqa: E402 - counted as serve_bench counts them
+from serve_bench import ratio_interval, row_stats  # noqa: E402,F401 - counted as serve_bench counts them
 
 GRID = (0.0, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.01)
 
@@ -108,22 +108,6 @@ def percentile(values: list[float], q: float) -> float:
     """The q-th percentile (nearest rank: a value some question actually took)."""
     ordered = sorted(values)
     return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)] if ordered else 0
-
-
-def ratio_interval(a: list[float], b: list[float]) -> tuple[float, float]:
-    """Paired percentile bootstrap 95% interval of mean(a) / mean(b): the same resampled
-    questions for both runs, with the project's resample count and seed."""
-    import numpy as np
-    from c2s_agent.evaluation.metrics import ALPHA, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
-
-    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    idx = np.random.default_rng(BOOTSTRAP_SEED).integers(0, len(x), size=(BOOTSTRAP_RESAMPLES, len(x)))
-    den = y[idx].mean(axis=1)
-    ratios = x[idx].mean(axis=1)[den > 0] / den[den > 0]
-    if not len(ratios):
-        return (float("nan"), float("nan"))
-    low, high = np.percentile(ratios, [100 * ALPHA / 2, 100 * (1 - ALPHA / 2)])
-    return (float(low), float(high))
 
 
 def evaluate(tree_path: Path, qa_path: Path, *, limit: int | None = None, route_below: float | None = None,

@@ -100,6 +100,7 @@ def rss_mb() -> dict:
 
 def bench(name: str, tree: Path, questions: list[dict], p: int) -> dict:
     from c2s_agent import answer
+    from c2s_agent.evaluation.metrics import recall_at
     from c2s_core.navigation.scoring import embedder
     from c2s_core.tree import open_tree
 
@@ -117,7 +118,7 @@ def bench(name: str, tree: Path, questions: list[dict], p: int) -> dict:
     rows = row_stats(tree)
     depth = max(1, math.ceil(math.log(n_docs, p)))
     reference = p * depth * rows["mean_row_bytes"]
-    lat, nav, scanned, docs, nav_files, tool_calls, hits = [], [], [], [], [], [], 0
+    lat, nav, scanned, docs, nav_files, tool_calls, hits, routed5 = [], [], [], [], [], [], 0, []
     for i, q in enumerate(questions):
         result = answer(q["question"], opened, navigator="offline")
         u = result.usage
@@ -129,9 +130,13 @@ def bench(name: str, tree: Path, questions: list[dict], p: int) -> dict:
         tool_calls.append(u["tool_calls"])
         gold = set(q.get("gold_ids") or [])
         hits += bool(gold & set(result.fetched))
+        routed5.append(recall_at(result.fetched, list(gold), 5))
         if (i + 1) % 20 == 0:
             log(f"  [{name}] {i + 1}/{len(questions)}")
     mean = lambda xs: sum(xs) / max(1, len(xs))  # noqa: E731
+    recall = {"routed": routed5, **flat_recall(opened, questions)}
+    best = max(FLAT_METHODS, key=lambda m: mean(recall[m]))
+    low, high = (round(x, 2) for x in ratio_interval(recall["routed"], recall[best]))
     return {
         "corpus": name, "documents": n_docs, "queries": len(questions), "p": p,
         "ceil_log_p_N": depth, **rows, "reference_bytes": round(reference),
@@ -146,10 +151,42 @@ def bench(name: str, tree: Path, questions: list[dict], p: int) -> dict:
         "ratio_nav_to_reference": round(mean(nav) / reference, 2),
         "ratio_scanned_to_reference": round(mean(scanned) / reference, 2),
         "gold_fetched": round(hits / max(1, len(questions)), 3),
+        "recall@5": {k: round(mean(v), 4) for k, v in recall.items()}, "best_flat": best,
+        "routed_to_best_flat": [round(mean(recall["routed"]) / (mean(recall[best]) or 1), 3), low, high],
         "load": {"open_s": round(open_s, 3), "first_question_s": round(first_s, 3),
                  "rss_mb_encoder_only": before["now"], "rss_mb_tree_loaded": loaded["now"],
                  "rss_mb_after": rss_mb()["now"], "rss_mb_peak": rss_mb()["peak"]},
     }
+
+
+FLAT_METHODS = ("bm25", "dense", "hybrid")
+
+
+def flat_recall(tree, questions: list[dict]) -> dict[str, list[float]]:
+    """Recall@5 per question of each flat method (the evaluation's baselines) on the same tree."""
+    from c2s_agent.evaluation.baselines import Baselines
+    from c2s_agent.evaluation.metrics import recall_at
+
+    flat = Baselines(tree)
+    flat.prepare(FLAT_METHODS)
+    return {m: [recall_at([flat.corpus.ids[i] for i in flat.search(m, q["question"], 5)], q.get("gold_ids") or [], 5)
+                for q in questions] for m in FLAT_METHODS}
+
+
+def ratio_interval(a: list[float], b: list[float]) -> tuple[float, float]:
+    """Paired percentile bootstrap 95% interval of mean(a) / mean(b): the same resampled
+    questions for both runs, with the project's resample count and seed."""
+    import numpy as np
+    from c2s_agent.evaluation.metrics import ALPHA, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    idx = np.random.default_rng(BOOTSTRAP_SEED).integers(0, len(x), size=(BOOTSTRAP_RESAMPLES, len(x)))
+    den = y[idx].mean(axis=1)
+    ratios = x[idx].mean(axis=1)[den > 0] / den[den > 0]
+    if not len(ratios):
+        return (float("nan"), float("nan"))
+    low, high = np.percentile(ratios, [100 * ALPHA / 2, 100 * (1 - ALPHA / 2)])
+    return (float(low), float(high))
 
 
 def report(r: dict) -> str:
@@ -164,6 +201,9 @@ def report(r: dict) -> str:
         f"(×{r['ratio_scanned_to_reference']} of reference)",
         f"per query      {r['nav_files_read_mean']} nav files, {r['tool_calls_mean']} tool calls, "
         f"{r['document_bytes_mean']:,} document bytes; gold fetched {r['gold_fetched']:.1%}",
+        "recall@5       " + ", ".join(f"{k} {v:.3f}" for k, v in r["recall@5"].items())
+        + f"; routed / best flat ({r['best_flat']}) {r['routed_to_best_flat'][0]:.3f}x "
+          f"[{r['routed_to_best_flat'][1]:.2f}, {r['routed_to_best_flat'][2]:.2f}]",
         f"tree load      open {r['load']['open_s']:.2f} s, first question (indexes loaded on use) "
         f"{r['load']['first_question_s']:.2f} s; RSS {r['load']['rss_mb_encoder_only']:,.0f} MB with the encoder alone, "
         f"{r['load']['rss_mb_tree_loaded']:,.0f} MB with the tree loaded, {r['load']['rss_mb_after']:,.0f} MB after "
