@@ -208,7 +208,6 @@ def _entity_index(forest: Forest, art: CorpusArtifacts) -> dict[str, list[dict]]
 
 def staged_tree(stage: Stage, workspace: WorkspaceResource, llm: LLMResource, encoder: EncoderResource):
     """Render the forest and its indexes into the staging folder, and check them there."""
-    stage.progress(0, 0)  # begun: rendering comes first, and only the probe's questions count up
     context = stage.context
     spec, art = stage.corpus, stage.artifacts
     mode = incremental.RunMode.load(art)
