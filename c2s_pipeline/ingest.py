@@ -345,7 +345,7 @@ class _Collector:
                 if isinstance(f, str):
                     self.reject(rel, f)
                     return
-                head = f.peek(8192)[:8192] if hasattr(f, "peek") else b""
+                head = f.peek(8192)[:8192]  # buffered: the lines below read on from the start
                 if b"\x00" in head:
                     self.reject(rel, "binary file (contains NUL bytes)")
                     return
