@@ -39,7 +39,7 @@ from c2s_core.navigation.scoring import embedder
 from c2s_core.navrows import Card, Group, NavFile, parse_nav_file
 from c2s_core.search_index import SearchHit
 from c2s_core.term_index import leaf_folder
-from c2s_core.text import terms, tokens
+from c2s_core.text import inflections_pattern, terms, tokens
 
 from .agent import Reply, TurnBudget, citations_in
 from .compose import compose_answer
@@ -106,13 +106,14 @@ class Navigator(Engine):
 
     def entity_hits(self) -> dict[str, float]:
         """Entities the question names -> {nav file: weight}, from entity_index.json."""
-        words = [re.escape(w) for w in dict.fromkeys(self.qterms) if len(w) >= 3 and "'" not in w]
+        words = [w for w in dict.fromkeys(self.qterms) if len(w) >= 3 and "'" not in w]
         if not words or not self.use_entities:
             return {}
-        # Only keys made wholly of the question's words (stems, or its filler words), so the
-        # output is the entities it names, not every key that contains one of its words.
+        # Only keys made wholly of the question's words (a term's inflections, or its filler
+        # words), so the output is the entities it names, not every key that contains one of its
+        # words or a longer word starting with one ('read' is not 'readline').
         fill = [re.escape(w) for w in dict.fromkeys(tokens(self.question)) if "'" not in w and w not in words]
-        stem, sep = f"({'|'.join(words)})[a-z0-9]*", '[^a-z0-9\"]+'
+        stem, sep = f"({'|'.join(map(inflections_pattern, words))})", '[^a-z0-9\"]+'
         word = f"({stem}|{'|'.join(fill)})" if fill else stem
         lead = f"(({'|'.join(fill)}){sep})*" if fill else ""
         out = self.tools.code_execution(

@@ -93,6 +93,16 @@ def stem(token: str) -> str:
     return token
 
 
+def inflections_pattern(term: str) -> str:
+    """A regular expression (ERE, lower case) for the words :func:`stem` maps to ``term``: the
+    term with the endings it strips ('read' -> reads, readed, reading; 'library' -> libraries),
+    and no other words ('reader', 'readline'), so a grep for a term's words prints those alone."""
+    forms = re.escape(term) + "(s|es|ed|ing)?"
+    if term.endswith("y") and len(term) >= 5:
+        forms = f"({forms}|{re.escape(term[:-1])}ies)"
+    return forms
+
+
 def terms(text: str) -> list[str]:
     """Stemmed content terms of ``text``, in order (duplicates kept): what a question and a
     nav row are matched on, by the navigator and by the compiler's navigability probe alike."""

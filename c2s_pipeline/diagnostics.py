@@ -9,7 +9,8 @@ What is measured:
 * **collapse**: the share of documents under the largest skill and the top two (a few skills
   holding most documents is how navigation fails on homogeneous corpora);
 * **sibling similarity**: cosine between the embedded nav rows of sibling nodes (rows that read
-  alike cannot be told apart when routing);
+  alike cannot be told apart when routing): the skills, and the sub-groups of every node, or of
+  a fixed hashed sample of 300 nodes on a large tree;
 * **cohesion** per level: mean cosine of a node's members to its centroid, beside the same for
   the whole corpus as a baseline;
 * **path term coverage**: how much of a document's own key terms (its card's title and
@@ -70,10 +71,11 @@ from .cards import read_cards
 from .forest import Forest, Node, build_forest
 from .hierarchy import normalise
 from .subgroups import SUBGROUPS_FILE, attach_subgroups
-from .tree_view import CompiledView, nav_row_texts
+from .tree_view import CompiledView
 
 NAVIGABILITY = "navigability"  # the manifest key
 SAMPLE_SIZE = 200  # documents probed
+SIBLING_FAMILIES = 300  # sibling families compared below the skills (a sample on larger trees)
 SEED = 0
 TOP_K = 5  # recall@5, as the benchmarks report
 FLAT_METHODS = ("bm25", "dense", "hybrid")  # the flat methods navigation is judged against, as the evaluation's
@@ -148,20 +150,21 @@ def diagnose(tree: TreeInputs, embed: Embed, *, sample: int = SAMPLE_SIZE, seed:
     index = _TreeIndex(tree)
     questions = _questions(tree, sample, seed)
     view = tree.view()
-    # One embedding batch: every row the structural metrics compare and every question, then
-    # the node rows navigation scores (one a node: a share of the corpus size).
-    vectors = embed(index.row_texts + [q for _, _, q in questions])
-    row_vecs = vectors[: len(index.row_texts)]
-    memo = _Memo(embed, index.row_texts + [q for _, _, q in questions], vectors)
-    memo.add(nav_row_texts(view))
-    # Leaf cards are embedded as questions reach them (the probe's cost follows its sampled
-    # questions, not the corpus); documents read are scored by the vectors the tree ships.
+    families = sibling_families(tree.forest)
+    compared = list(dict.fromkeys(n.node_id for family in families for n in family))
+    # One embedding batch: the rows of the sampled sibling families and every question. The
+    # rows navigation scores and the leaf cards it ranks are embedded as questions reach them,
+    # so the probe's cost follows its sampled questions, not the corpus size; documents read
+    # are scored by the vectors the tree ships.
+    texts = [index.row_texts[index.at[n]] for n in compared] + [q for _, _, q in questions]
+    vectors = embed(texts)
+    memo = _Memo(embed, texts, vectors)
     report = {
         "collapse": collapse(tree.forest),
-        "sibling_similarity": sibling_similarity(tree.forest, index, row_vecs),
+        "sibling_similarity": sibling_similarity(families, dict(zip(compared, vectors))),
         "cohesion": cohesion(index, tree.vectors),
         "path_term_coverage": path_term_coverage(tree, index),
-        "probe": _probe(tree, view, memo, questions, vectors[len(index.row_texts):], seed, on_progress),
+        "probe": _probe(tree, view, memo, questions, vectors[len(compared):], seed, on_progress),
     }
     probe = report["probe"]
     report["navigability_score"] = probe["reach"]["rate"]
@@ -225,14 +228,24 @@ def _row_text(name: str, description: str) -> str:
     return f"{name.replace('-', ' ')}: {description}"
 
 
-def sibling_similarity(forest: Forest, index: _TreeIndex, row_vecs: np.ndarray) -> dict:
-    """Cosine between the rows of siblings: the skills, and each node's sub-groups."""
-    families = [forest.skills] + [n.children for n in index.nodes if n.children]
+def sibling_families(forest: Forest) -> list[list[Node]]:
+    """The sibling families whose rows :func:`sibling_similarity` compares: the skills, then up
+    to :data:`SIBLING_FAMILIES` nodes' sub-groups, chosen by a hash of the parent's id (every
+    family of a smaller tree; the same families on a recompile). A sample: the families are
+    about one per p nodes, and comparing all would embed every row of a large tree."""
+    below = [n.children for n in forest.nodes() if len(n.children) >= 2]
+    if len(below) > SIBLING_FAMILIES:
+        below = sorted(below, key=lambda f: sha256_hex(f"siblings:{f[0].parent.node_id}"))[:SIBLING_FAMILIES]
+    return [list(forest.skills), *below]
+
+
+def sibling_similarity(families: list[list[Node]], row_vecs: dict[str, np.ndarray]) -> dict:
+    """Cosine between the rows of siblings in each family (the first: the skills)."""
     every, top = [], []
     for depth, family in enumerate(families):
         if len(family) < 2:
             continue
-        block = row_vecs[[index.at[n.node_id] for n in family]]
+        block = np.stack([row_vecs[n.node_id] for n in family])
         sims = (block @ block.T)[np.triu_indices(len(family), k=1)]
         every.append(sims)
         if depth == 0:

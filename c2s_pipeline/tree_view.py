@@ -10,7 +10,7 @@ from __future__ import annotations
 import posixpath
 import re
 from bisect import bisect_left
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import numpy as np
 from scipy import sparse
@@ -89,12 +89,13 @@ class CompiledView:
         if nav_file not in self.lines_in:
             return 0
         lo, hi = self.lines_in[nav_file]
-        below = self._lines_with(term)  # running count of matching lines
-        return int(below[hi] - below[lo])
+        matching = self._lines_with(term)
+        return int(np.searchsorted(matching, hi) - np.searchsorted(matching, lo))
 
     def _lines_with(self, term: str) -> np.ndarray:
-        """How many nav-file lines before each line hold a word starting with ``term``
-        (case-insensitive), for every line and one past the last."""
+        """The nav-file lines (ascending numbers) that hold a word starting with ``term``
+        (case-insensitive). Kept as the matches alone: a probe asks thousands of terms, and a
+        running count over every line for each was gigabytes on a 50,000-document tree."""
         if term not in self._hits:
             key = term.lower()
             if _WORD.fullmatch(key):  # a word start followed by the term: a word that starts with it
@@ -103,7 +104,7 @@ class CompiledView:
             else:  # a term with other characters: matched line by line, as grep would
                 rx = re.compile(r"\b" + re.escape(term), re.IGNORECASE)
                 hits = np.array([bool(rx.search(line)) for line in self.lines], dtype=bool)
-            self._hits[term] = np.concatenate([[0], np.cumsum(hits, dtype=np.int64)])
+            self._hits[term] = np.flatnonzero(hits).astype(np.int32)
         return self._hits[term]
 
     def count_children(self, asked: list[tuple[str, list[str]]]) -> dict[str, list[Child]]:
@@ -160,10 +161,3 @@ class CompiledView:
         """Every card on a leaf's ``## Documents`` rows (what ranking embeds), in path order."""
         return [c for path in sorted(self.nav_files) if (nav := self._rows(path)) is not None for c in nav.cards]
 
-
-def nav_row_texts(view: CompiledView) -> Sequence[str]:
-    """The rows the engine scores nodes by: each skill's name and description, each group's name."""
-    rows = [f"{g.name.replace('-', ' ')}: {g.description}" for g, _ in view.skills()]
-    for names in view.subfolders.values():
-        rows += [f"{k.replace('-', ' ')}: {k.replace('-', ' ')}" for k in names]
-    return rows

@@ -28,6 +28,7 @@ from c2s_cli.ask import register
 from c2s_cli.main import app
 from c2s_core.navrows import parse_nav_file
 from c2s_agent.tools import ALL_TOOL_SCHEMAS, PAGE_CHARS, TOOL_SCHEMAS, TreeTools, parse_document
+from c2s_core.text import inflections_pattern, stem
 from c2s_core.tree import TreeError
 from c2s_core.docstore import StoredDocument, write_document_store
 from c2s_core.encoder import BUNDLED_MODEL
@@ -297,6 +298,33 @@ def test_answer_uses_the_entity_index(tree):
     result = answer("What are the Shipping times for express delivery?", tree)
     assert "entity 'Shipping': 1 place(s)" in result.notes
     assert result.citations[0] == "shipping-times" and not result.flags
+
+
+def test_the_entity_grep_prints_only_keys_made_of_the_questions_words(tmp_path):
+    """A key that merely starts with a question's word ("Shipper" for "shipping") is not
+    printed: on a large tree such keys were half of what a question read."""
+    root = make_tree(tmp_path / "tree")
+    index = json.loads((root / "entity_index.json").read_text())
+    place = [{"path": "skills/shipping/delivery/INDEX.md", "mentions": 1}]
+    for key in ("Shippingcontainer", "Shipper", "Timestamp", "Timeshare", "Express Shippers", "Shipping Times"):
+        index[key] = place
+    (root / "entity_index.json").write_text(json.dumps(index, indent=1))
+    result = answer("What are the Shipping times for express delivery?", root)
+    grep, = [c for c in result.trace if c.tool == "code_execution" and c.input["command"].startswith("grep -n -o")]
+    printed = TreeTools(root).code_execution(grep.input["command"])
+    keys = {line.split('"')[1] for line in printed.splitlines()}
+    assert keys == {"Shipping", "Shipping Times"}
+    assert "entity 'Shipping Times': 1 place(s)" in result.notes
+
+
+def test_inflections_pattern_matches_the_words_its_term_stems_from():
+    words = ("read reads reading readed reader readline library libraries librarys queries query "
+             "package packages packaging packaged shipping ships shipment").split()
+    for term in {stem(w) for w in words}:
+        rx = re.compile(inflections_pattern(term))
+        matched = {w for w in words if rx.fullmatch(w)}
+        assert {w for w in words if stem(w) == term} <= matched, term  # every word the term stands for
+        assert not matched & {"reader", "readline", "shipment"} - {term}, term  # no longer word starting with it
 
 
 def test_concurrent_answers_match_sequential_ones(tree):
