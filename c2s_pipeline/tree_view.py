@@ -98,13 +98,18 @@ class CompiledView:
         running count over every line for each was gigabytes on a 50,000-document tree."""
         if term not in self._hits:
             key = term.lower()
-            if _WORD.fullmatch(key):  # a word start followed by the term: a word that starts with it
-                lo, hi = np.searchsorted(self.vocab, [key, key + "\uffff"])
-                hits = np.asarray(self.line_words[:, lo:hi].sum(axis=1)).ravel() > 0
-            else:  # a term with other characters: matched line by line, as grep would
+            # Any match holds a word starting with the term's first run of word characters (it
+            # starts the term, after grep's word start, or follows a non-word character in it).
+            first = _WORD.search(key)
+            if first is None:
+                lines = np.arange(len(self.lines))
+            else:
+                lo, hi = np.searchsorted(self.vocab, [first.group(0), first.group(0) + "\uffff"])
+                lines = np.flatnonzero(np.asarray(self.line_words[:, lo:hi].sum(axis=1)).ravel())
+            if not _WORD.fullmatch(key):  # a term with other characters: those lines matched as grep would
                 rx = re.compile(r"\b" + re.escape(term), re.IGNORECASE)
-                hits = np.array([bool(rx.search(line)) for line in self.lines], dtype=bool)
-            self._hits[term] = np.flatnonzero(hits).astype(np.int32)
+                lines = lines[np.array([bool(rx.search(self.lines[i])) for i in lines], dtype=bool)]
+            self._hits[term] = lines.astype(np.int32)
         return self._hits[term]
 
     def count_children(self, asked: list[tuple[str, list[str]]]) -> dict[str, list[Child]]:

@@ -37,12 +37,12 @@ def ranks(scores: Sequence[float]) -> np.ndarray:
     """0-based rank of each item, best first; ties share the better rank."""
     s = np.asarray(scores, dtype=float)
     order = np.argsort(-s, kind="stable")
+    ordered = s[order]
+    # Each place in the sorted order takes the place where its run of equal scores starts.
+    starts = np.ones(len(s), dtype=bool)
+    starts[1:] = ordered[1:] != ordered[:-1]
     out = np.empty(len(s), dtype=float)
-    prev, rank = None, 0
-    for i, j in enumerate(order):
-        if prev is None or s[j] != prev:
-            rank, prev = i, s[j]
-        out[j] = rank
+    out[order] = np.maximum.accumulate(np.where(starts, np.arange(len(s)), 0))
     return out
 
 
