@@ -378,6 +378,36 @@ def test_grep(sb):
     assert sb.run("grep refund skills") == "grep: skills: Is a directory"
 
 
+def test_grep_passes_over_blocks_without_a_patterns_text_and_finds_every_line_it_would_match(tmp_path):
+    """Blocks of lines holding none of a pattern's required text are skipped without a regex
+    search; what grep prints is what a search of every line prints, across block edges and
+    for the letters a case-insensitive match pairs with ASCII ones (Kelvin sign, long s, dotted
+    and dotless i)."""
+    import regex
+
+    specials = {255: "the \u212aelvin scale", 256: "a \u017fet of \u017ftates", 257: "T\u0130TLE page",
+                400: "t\u0131tle case", 511: "foo-bar baz", 512: "FOO-BAR and Sets", 700: "kelvin-set"}
+    lines = [specials.get(i, f"filler line {i} of text") for i in range(1, 801)]
+    root = tmp_path / "tree"
+    root.mkdir()
+    (root / "folds.txt").write_text("\n".join(lines) + "\n")
+    sandbox = Sandbox(root, max_output_bytes=1 << 20, regex_timeout_s=1.0, isolated=False)
+    for flags, pattern in [("-in", "\\<kelvin"), ("-in", "\\<set"), ("-in", "\\<title"), ("-n", "foo-bar"),
+                           ("-in", "\\<foo-bar"), ("-n", "Sets"), ("-inF", "FOO-bar"), ("-in", "line 4"),
+                           ("-in", "nowhere")]:
+        source = patterns.gnu_to_python(pattern, False) if "F" not in flags else regex.escape(pattern)
+        rx = regex.compile(source, regex.IGNORECASE if "i" in flags else 0)
+        expected = [f"{n}:{line}" for n, line in enumerate(lines, 1) if rx.search(line)]
+        assert sandbox.run(f"grep {flags} '{pattern}' folds.txt") == "\n".join(expected), (flags, pattern)
+    # The folded letters are found, in blocks that hold no ASCII spelling of the word.
+    assert sandbox.run("grep -in '\\<kelvin' folds.txt") == "255:the \u212aelvin scale\n700:kelvin-set"
+    assert sandbox.run("grep -in '\\<set' folds.txt").startswith("256:a \u017fet")
+    assert sandbox.run("grep -in '\\<title' folds.txt") == "257:T\u0130TLE page"
+    assert patterns.required_texts([patterns.gnu_to_python("\\<Foo-Bar\\>", False)], True) == ["foo-bar"]
+    assert patterns.required_texts(["foo|bar"], False) is None  # no text every match holds
+    assert patterns.required_texts(["caf\u00e9"], True) is None  # folds known for ASCII only
+
+
 def test_grep_only_matching(sb):
     # Each match on its own line, in line order, with the line number and file name if asked.
     assert sb.run("grep -o -i 'refunds*' skills/billing/SKILL.md") == "Refund\nrefunds\nrefunds\nrefund"

@@ -189,8 +189,10 @@ class Interpreter:
         def lines() -> Stream:
             for label, text in self.files.inputs("grep", ops, stdin, recursive):
                 prefix = f"{label}:" if named else ""
-                hits = ((n, line) for n, line in enumerate(self._checked(text), 1)
-                        if match(line) != invert)
+                numbered = enumerate(self._checked(text), 1)
+                if not invert:  # only lines holding a pattern's required text can match
+                    numbered = match.candidates(numbered)
+                hits = ((n, line) for n, line in numbered if match(line) != invert)
                 if "l" in opts:
                     if next(hits, None) is not None:
                         yield label

@@ -3,10 +3,12 @@ unrolled, nesting, recursion, fuzzy matching), and matched within a time budget.
 
 from __future__ import annotations
 
+import itertools
 import re
 import signal
 import threading
 import time
+from collections.abc import Iterable, Iterator
 
 from .limits import MAX_PATTERN_CHARS, MAX_PATTERN_EXPANSION, MAX_PATTERN_NESTING, Budget, SandboxError
 
@@ -16,6 +18,10 @@ except ImportError:  # pragma: no cover - exercised by monkeypatching in the tes
     _regex = None
 
 _REGEX_MAGIC = re.compile(r"[\\.^$*+?()\[\]{}|]")
+# What a case-insensitive match of an ASCII letter may also match: both engines pair these four
+# with ASCII letters (Kelvin sign, long s, dotted and dotless i); a folded text maps them so.
+_ASCII_FOLDS = str.maketrans("\u212a\u017f\u0130\u0131", "ksii")
+BLOCK_LINES = 256  # lines looked over at once for a pattern's required text
 _COUNTED_REPEAT = re.compile(r"\{(\d*)(?:(,)(\d*))?\}")
 # (?R) (?0) (?1) (?+1) (?-1) (?&name) (?P>name): a group called again, which GNU grep has not and
 # whose backtracking state grows with every level (a bounded time does not bound its memory).
@@ -57,6 +63,10 @@ class Matcher:
         # Plain text matched case-sensitively needs no regex engine: a substring test per line
         # (cannot backtrack, so it spends none of the matching time).
         self.needles = patterns if is_literal(patterns, opts) and not ({"i", "w"} & set(opts)) else None
+        # The text each pattern's every match contains (None: one has none), folded for -i: a block
+        # of lines holding none of them is passed over without a regex search per line.
+        self.folded = "i" in opts
+        self.required = required_texts(sources, self.folded)
         self.timeout = SandboxError(
             f"grep: stopped: pattern {shown} took over {regex_timeout_s:g} s of matching; "
             "simplify it (avoid nested quantifiers like (a+)+) or use -F for a fixed string")
@@ -65,6 +75,23 @@ class Matcher:
         if self.needles is not None:
             return any(needle in line for needle in self.needles)
         return self.first(line) is not None
+
+    def candidates(self, numbered: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+        """The (number, line) pairs that may match, in order: lines come in blocks, and a block
+        none of whose lines holds a pattern's required text is left out whole (its lines could
+        not match). A line a pattern matches is never left out."""
+        if self.required is None:
+            yield from numbered
+            return
+        numbered = iter(numbered)
+        fold = self.fold
+        while block := list(itertools.islice(numbered, BLOCK_LINES)):
+            text = fold("\n".join(line for _, line in block))
+            if any(needle in text for needle in self.required):
+                yield from block
+
+    def fold(self, text: str) -> str:
+        return text.translate(_ASCII_FOLDS).lower() if self.folded else text
 
     def first(self, line: str, pos: int = 0, *, earliest: bool = False):
         """The first pattern's match at or after ``pos`` (``earliest``: the match that starts
@@ -121,6 +148,42 @@ def check_cost(sources: list[str], shown: str) -> None:
             f"grep: refused: pattern {shown} unrolls to {atoms:,} atoms once its counted "
             f"repeats {{n}} are multiplied out; the limit is {MAX_PATTERN_EXPANSION:,} "
             "(use + or * instead of large counts)")
+
+
+def required_texts(sources: list[str], folded: bool) -> list[str] | None:
+    """For each Python-syntax pattern, the text every match of it contains: the pattern itself
+    when it is plain characters and escaped punctuation between optional word boundaries
+    (``\\bfoo\\-bar``, as ``grep '\\<foo-bar'`` or ``-F`` gives), lower-cased when ``folded``
+    (ASCII only, where the folds are known); None when any pattern is not so."""
+    found = []
+    for source in sources:
+        text = _plain_text(source)
+        if not text or (folded and not text.isascii()):
+            return None
+        found.append(text.lower() if folded else text)
+    return found
+
+
+def _plain_text(source: str) -> str | None:
+    body = source
+    while body.startswith("\\b"):
+        body = body[2:]
+    while body.endswith("\\b") and not body.endswith("\\\\b"):
+        body = body[:-2]
+    out, i = [], 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\":
+            if i + 1 >= len(body) or body[i + 1].isalnum() or body[i + 1] == "_":
+                return None  # \d, \w, \b inside, \1 ...: not plain text
+            out.append(body[i + 1])
+            i += 2
+        elif _REGEX_MAGIC.match(c):
+            return None
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
 
 
 def is_literal(patterns: list[str], opts: dict) -> bool:
