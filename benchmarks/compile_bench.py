@@ -180,6 +180,9 @@ class StageTicker:
         self.stage: str | None = None
         self.last = 0.0
 
+    def started(self, stage: str) -> None:  # before the stage's first count: its time and memory are its own
+        self.meter.stage = stage
+
     def update(self, stage: str, done: int, total: int) -> None:
         self.meter.stage = stage
         now = time.perf_counter()

@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from serve_bench import ratio_interval, row_stats  # noqa: E402,F401 - counted as serve_bench counts them
+from serve_bench import percentile, ratio_interval, row_stats  # noqa: E402,F401 - counted as serve_bench counts them
 
 GRID = (0.0, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.01)
 
@@ -102,12 +102,6 @@ def routed_at(threshold: float, nav: list[dict], always: list[dict]) -> list[dic
 
 
 FLAT = ("bm25", "dense", "hybrid")
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The q-th percentile (nearest rank: a value some question actually took)."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)] if ordered else 0
 
 
 def evaluate(tree_path: Path, qa_path: Path, *, limit: int | None = None, route_below: float | None = None,

@@ -119,6 +119,7 @@ def bench(name: str, tree: Path, questions: list[dict], p: int) -> dict:
     depth = max(1, math.ceil(math.log(n_docs, p)))
     reference = p * depth * rows["mean_row_bytes"]
     lat, nav, scanned, docs, nav_files, tool_calls, hits, routed5 = [], [], [], [], [], [], 0, []
+    rounds, round_calls = [], []
     for i, q in enumerate(questions):
         result = answer(q["question"], opened, navigator="offline")
         u = result.usage
@@ -128,6 +129,8 @@ def bench(name: str, tree: Path, questions: list[dict], p: int) -> dict:
         docs.append(u["document_bytes"])
         nav_files.append(u["nav_files_read"])
         tool_calls.append(u["tool_calls"])
+        rounds.append(result.turns)
+        round_calls.append(max(u.get("calls_per_round") or [0]))
         gold = set(q.get("gold_ids") or [])
         hits += bool(gold & set(result.fetched))
         routed5.append(recall_at(result.fetched, list(gold), 5))
@@ -148,6 +151,8 @@ def bench(name: str, tree: Path, questions: list[dict], p: int) -> dict:
         "document_bytes_mean": round(mean(docs)),
         "nav_files_read_mean": round(mean(nav_files), 1),
         "tool_calls_mean": round(mean(tool_calls), 1),
+        "rounds": {"p50": percentile(rounds, 50), "p95": percentile(rounds, 95), "max": max(rounds)},
+        "round_calls_max": max(round_calls),
         "ratio_nav_to_reference": round(mean(nav) / reference, 2),
         "ratio_scanned_to_reference": round(mean(scanned) / reference, 2),
         "gold_fetched": round(hits / max(1, len(questions)), 3),
@@ -171,6 +176,12 @@ def flat_recall(tree, questions: list[dict]) -> dict[str, list[float]]:
     flat.prepare(FLAT_METHODS)
     return {m: [recall_at([flat.corpus.ids[i] for i in flat.search(m, q["question"], 5)], q.get("gold_ids") or [], 5)
                 for q in questions] for m in FLAT_METHODS}
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (nearest rank: a value some question actually took)."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)] if ordered else 0
 
 
 def ratio_interval(a: list[float], b: list[float]) -> tuple[float, float]:
@@ -201,6 +212,8 @@ def report(r: dict) -> str:
         f"(×{r['ratio_scanned_to_reference']} of reference)",
         f"per query      {r['nav_files_read_mean']} nav files, {r['tool_calls_mean']} tool calls, "
         f"{r['document_bytes_mean']:,} document bytes; gold fetched {r['gold_fetched']:.1%}",
+        f"rounds         p50 {r['rounds']['p50']}   p95 {r['rounds']['p95']}   max {r['rounds']['max']}; "
+        f"tool calls in one round at most {r['round_calls_max']}",
         "recall@5       " + ", ".join(f"{k} {v:.3f}" for k, v in r["recall@5"].items())
         + f"; routed / best flat ({r['best_flat']}) {r['routed_to_best_flat'][0]:.3f}x "
           f"[{r['routed_to_best_flat'][1]:.2f}, {r['routed_to_best_flat'][2]:.2f}]",

@@ -73,6 +73,15 @@ def shard_reporter(stage: str, shard: int, documents: int) -> Callable[..., None
     return report
 
 
+def stage_started(stage: str) -> None:
+    """A stage's step begins. Told to a listener with a ``started(stage)`` method (one that follows
+    which stage runs, as a benchmark attributing time and memory does), before the stage's first
+    count; progress bars need not have it."""
+    listener = _listener
+    if listener is not None and hasattr(listener, "started"):
+        listener.started(stage)
+
+
 def reporter(stage: str) -> Callable[..., None]:
     def report(done: int, total: int, llm: LLMProgress | None = None) -> None:
         listener = _listener

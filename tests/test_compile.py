@@ -243,12 +243,17 @@ def assert_same_tree(out: Path, manifest: dict, reference: Path, reference_manif
 
 
 class StageProgress:
-    """A progress listener keeping every report of one stage."""
+    """A progress listener keeping every report of one stage, and every stage heard (started: s;
+    reported: the stage's name)."""
 
     def __init__(self, stage: str):
-        self.stage, self.reports = stage, []
+        self.stage, self.reports, self.heard = stage, [], []
+
+    def started(self, stage):
+        self.heard.append(f"started: {stage}")
 
     def update(self, stage, done, total, llm=None):
+        self.heard.append(stage)
         if stage == self.stage:
             self.reports.append((done, total, llm))
 
@@ -292,6 +297,12 @@ def test_a_fresh_sharded_compile_gives_the_same_tree(wixqa_tree, tmp_path, monke
     assert {t for _, t, _ in cards.reports} == {documents}
     assert done == sorted(done) and done[0] == 0 and done[-1] == documents
     assert cards.reports[-1][2].made == documents
+    # Each stage is heard starting (every shard step of a sharded one) before its first report,
+    # also a stage that reports nothing until late (staged_tree renders before it probes).
+    began = [h.removeprefix("started: ") for h in cards.heard if h.startswith("started: ")]
+    assert began.count("doc_cards") >= shards and "staged_tree" in began
+    for stage in {h for h in cards.heard if not h.startswith("started: ")}:
+        assert cards.heard.index(f"started: {stage}") < cards.heard.index(stage), stage
 
 
 INDEX_IN_A_PROCESS = """

@@ -34,7 +34,7 @@ from c2s_core.llm.base import (
     usage_sum,
     usage_totals,
 )
-from ..progress import LLMProgress, reporter, shard_reporter
+from ..progress import LLMProgress, reporter, shard_reporter, stage_started
 from ..resources import LLMResource, WorkspaceResource
 from ..workspace import CorpusSpec
 from c2s_core.text import sha256_hex
@@ -128,6 +128,7 @@ class Stage:
         # taking it up, as if the signal had landed in the stage itself.
         if pop_captured_interrupt():
             raise DagsterExecutionInterruptedError(f"interrupted before {self.name}")
+        stage_started(self.name)
 
     @property
     def name(self) -> str:
