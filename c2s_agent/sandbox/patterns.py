@@ -21,6 +21,7 @@ _REGEX_MAGIC = re.compile(r"[\\.^$*+?()\[\]{}|]")
 # What a case-insensitive match of an ASCII letter may also match: both engines pair these four
 # with ASCII letters (Kelvin sign, long s, dotted and dotless i); a folded text maps them so.
 _ASCII_FOLDS = str.maketrans("\u212a\u017f\u0130\u0131", "ksii")
+_FOLDED_LETTERS = re.compile("[\u212a\u017f\u0130\u0131]")
 BLOCK_LINES = 256  # lines looked over at once for a pattern's required text
 _COUNTED_REPEAT = re.compile(r"\{(\d*)(?:(,)(\d*))?\}")
 # (?R) (?0) (?1) (?+1) (?-1) (?&name) (?P>name): a group called again, which GNU grep has not and
@@ -91,7 +92,11 @@ class Matcher:
                 yield from block
 
     def fold(self, text: str) -> str:
-        return text.translate(_ASCII_FOLDS).lower() if self.folded else text
+        if not self.folded:
+            return text
+        if _FOLDED_LETTERS.search(text):  # rare; translating every block costs more than the search
+            text = text.translate(_ASCII_FOLDS)
+        return text.lower()
 
     def first(self, line: str, pos: int = 0, *, earliest: bool = False):
         """The first pattern's match at or after ``pos`` (``earliest``: the match that starts
