@@ -6,7 +6,9 @@ The model loads lazily, so a run whose embeddings all come from the cache never 
 from __future__ import annotations
 
 import os
+import signal
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -40,6 +42,32 @@ class EmbedStats:
         return {"computed": self.computed, "cached": self.cached}
 
 
+@contextmanager
+def interrupts_held():
+    """Hold Ctrl-C and SIGTERM while torch imports and the model loads, then deliver them.
+
+    That code is C++ calling back into Python: an exception raised by a Python signal handler in
+    there cannot unwind through the C++ frames, and the process aborts (SIGABRT, a core dump)
+    instead of ending the compile cleanly. Only handlers written in Python are held: an ignored or
+    default signal keeps its disposition. Signal handlers can only change in the main thread, the
+    only thread a Python handler runs in anyway."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        if callable(signal.getsignal(sig)):
+            previous[sig] = signal.signal(sig, lambda signum, _frame: held.append(signum))
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for sig in dict.fromkeys(held):
+            signal.raise_signal(sig)
+
+
 class Encoder:
     def __init__(self, model: str = BUNDLED_MODEL, batch_size: int = 64, device: str = "cpu"):
         self.model_name = model
@@ -60,10 +88,11 @@ class Encoder:
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
                 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-                from sentence_transformers import SentenceTransformer
+                with interrupts_held():
+                    from sentence_transformers import SentenceTransformer
 
-                path = bundled_model_dir() if self.model_name == BUNDLED_MODEL else self.model_name
-                self._model = SentenceTransformer(path, device=self.device)
+                    path = bundled_model_dir() if self.model_name == BUNDLED_MODEL else self.model_name
+                    self._model = SentenceTransformer(path, device=self.device)
         return self._model
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
