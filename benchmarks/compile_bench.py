@@ -10,7 +10,11 @@ For each corpus the benchmark
    ``Level.node_texts``), deduplicated as ``embed_with_cache`` does, and times a fresh
    ``Encoder().encode`` on them (the model load is timed separately and excluded);
 4. prints ``cold compile seconds / encoder seconds``: how much the compile costs beyond the
-   unavoidable encoding.
+   unavoidable encoding;
+5. with ``--change``, applies a day's change to the corpus (1% added, 0.5% edited, 0.5% deleted:
+   :func:`day_change`) and recompiles it in the same home, the incremental update, against the
+   cold compile: LLM calls and wall time as shares of the cold compile's. ``--change-home`` runs
+   this step alone on a home an earlier ``--keep`` run left, against that run's ``--json``.
 
 Corpora: (a) the WixQA sample (``../shared/data/wixqa-sample/corpus.jsonl``, relative to
 the repository root) and (b) a real corpus of ≥5,000 Debian documentation pages assembled
@@ -33,6 +37,7 @@ import json
 import math
 import os
 import platform
+import random
 import shutil
 import sys
 import tempfile
@@ -176,7 +181,7 @@ class StageTicker:
 
     def __init__(self, corpus: str, meter: EncodeMeter, verbose: bool, every_s: float = 15.0):
         self.corpus, self.meter, self.verbose, self.every_s = corpus, meter, verbose, every_s
-        self.started = time.perf_counter()
+        self.since = time.perf_counter()
         self.stage: str | None = None
         self.last = 0.0
 
@@ -187,7 +192,7 @@ class StageTicker:
         self.meter.stage = stage
         now = time.perf_counter()
         if self.verbose and (stage != self.stage or now - self.last >= self.every_s):
-            log(f"  [{self.corpus} +{now - self.started:7.1f}s] {stage}: {done}/{total}")
+            log(f"  [{self.corpus} +{now - self.since:7.1f}s] {stage}: {done}/{total}")
             self.last = now
         self.stage = stage
 
@@ -266,6 +271,70 @@ def time_encoder(doc_texts: list[str], level_texts: list[str], repeats: int = 1)
             "doc_text_chars": sum(map(len, doc_texts)), "level_text_chars": sum(map(len, level_texts))}
 
 
+def day_change(docs: list[dict], seed: int = 0) -> tuple[list[dict], dict]:
+    """A day's change to a corpus, in ``incremental_bench``'s shares and revisions: 0.5% of the
+    documents deleted, 0.5% edited, and 1% added as revised copies of others under new ids (new
+    pages like their neighbours, whose cards and embeddings nothing has computed before).
+    Deterministic for a seed."""
+    from incremental_bench import ADDED, DELETED, EDITED, edited
+
+    rng = random.Random(seed)
+    ids = [d["id"] for d in docs]
+    n = len(ids)
+    deleted = set(rng.sample(ids, max(1, round(n * DELETED))))
+    kept = [i for i in ids if i not in deleted]
+    edits = set(rng.sample(kept, max(1, round(n * EDITED))))
+    # Copied from pages left as they are, so no added page repeats an edited page's new text.
+    originals = rng.sample([i for i in kept if i not in edits], max(1, round(n * ADDED)))
+    by_id = {d["id"]: d for d in docs}
+    changed = [edited(d, rng) if d["id"] in edits else d for d in docs if d["id"] not in deleted]
+    changed += [{**edited(by_id[i], rng), "id": f"{i}~revised"} for i in originals]
+    return changed, {"added": len(originals), "edited": len(edits), "deleted": len(deleted)}
+
+
+def incremental_step(name: str, home: Path, source: Path, args, cold: dict) -> dict:
+    """Apply :func:`day_change` to ``source``'s documents and recompile in ``home`` (the cold
+    compile's): seconds, LLM calls and embeddings as shares of the cold compile's (``cold``: its
+    result)."""
+    from c2s_pipeline.workspace import CorpusSpec
+
+    docs = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
+    changed, counts = day_change(docs, args.seed)
+    changed_source = home / "changed-corpus.jsonl"
+    changed_source.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in changed), encoding="utf-8")
+    spec = CorpusSpec(name=name, source=str(changed_source), out=str(home / "out" / name),
+                      **{k: v for k, v in cold["parameters"].items() if k in ("p", "k")})
+    log(f"[{name}] a day's change: +{counts['added']} ~{counts['edited']} -{counts['deleted']}; "
+        f"incremental recompile ...")
+    seconds, manifest, error = timed_compile(spec, home, args.provider, args.model, not args.quiet, EncodeMeter())
+    result = {"change": counts, "seconds": round(seconds, 3)}
+    if error:
+        log(f"[{name}] incremental recompile FAILED: {error}")
+        return {**result, "error": error}
+    st, cold_st = manifest["stats"], cold["stats"]
+    result.update(
+        build=manifest.get("build", {}), llm_calls=st["llm_calls"]["made"], embeddings=st["embeddings"]["computed"],
+        stage_seconds={s: r["seconds"] for s, r in manifest["stages"].items()},
+        wall_ratio=round(seconds / cold["cold_s"], 4),
+        calls_ratio=round(st["llm_calls"]["made"] / max(1, cold_st["llm_calls"]["made"]), 4),
+        embeddings_ratio=round(st["embeddings"]["computed"] / max(1, cold_st["embeddings"]["computed"]), 4),
+        peak_rss_mb=peak_rss_mb())
+    log(f"[{name}] incremental {seconds:.1f}s ({result['wall_ratio']:.1%} of cold), "
+        f"{result['llm_calls']} calls ({result['calls_ratio']:.1%}), mode {result['build'].get('mode')}")
+    return result
+
+
+def change_only(args) -> dict:
+    """``--change-home``: the change step alone on a home kept by an earlier run, whose result
+    (``--cold-json``) holds the cold compile it is measured against."""
+    runs = json.loads(args.cold_json.read_text(encoding="utf-8"))["results"]
+    home = args.change_home.resolve()
+    cold = next((r for r in runs if Path(r["home"]).resolve() == home and "error" not in r), None)
+    if cold is None:
+        raise SystemExit(f"{args.cold_json}: no successful run in home {home}")
+    return {**cold, "incremental": incremental_step(cold["corpus"], home, Path(cold["source"]), args, cold)}
+
+
 def stage_order(stages: dict) -> list[str]:
     """Stages in the recipe's order, then anything unknown."""
     from c2s_pipeline.recipe import STAGES
@@ -326,6 +395,8 @@ def bench_corpus(name: str, source: Path, args, info: dict | None = None) -> dic
             ratio=round(cold_s / enc["seconds"], 2) if enc["seconds"] else None,
             ratio_in_compile=round(cold_s / meter.encode_s, 2) if meter.encode_s else None,
         )
+        if args.change:  # last: it rewrites the artifacts the encoder pass reads
+            result["incremental"] = incremental_step(name, home, source, args, result)
         return result
     finally:
         if args.keep:
@@ -424,7 +495,20 @@ def report(r: dict) -> str:
                              "; ".join(f"{k} FAILED: {v['description']}" for k, v in failed.items())))
     if "warm_error" in r:
         out.append(f"WARM COMPILE FAILED: {r['warm_error']}")
+    if "incremental" in r:
+        out.append(incremental_line(r["incremental"]))
     return "\n".join(out)
+
+
+def incremental_line(inc: dict) -> str:
+    c = inc["change"]
+    head = f"a day's change (+{c['added']} ~{c['edited']} -{c['deleted']} documents): "
+    if "error" in inc:
+        return head + f"INCREMENTAL RECOMPILE FAILED after {inc['seconds']:.1f}s: {inc['error']}"
+    build = inc["build"]
+    return (head + f"{build.get('mode')} recompile {inc['seconds']:.1f} s = {inc['wall_ratio']:.1%} of the cold "
+            f"compile (target 10%), {inc['llm_calls']} LLM calls = {inc['calls_ratio']:.1%} (target 3%), "
+            f"{inc['embeddings']} embeddings = {inc['embeddings_ratio']:.1%}; {build.get('reason')}")
 
 
 def summary_line(r: dict) -> str:
@@ -481,6 +565,13 @@ def growth_report(paths: list[Path]) -> str:
         ["load average before/after", *[f"{r.get('load_before', ['?'])[0]}/{r.get('load_after', ['?'])[0]}" for r in runs],
          *[""] * len(steps)],
     ]
+    if any("wall_ratio" in r.get("incremental", {}) for r in runs):
+        def each(key: str, fmt: str) -> list[str]:
+            return [format(r["incremental"][key], fmt) if key in r.get("incremental", {}) else "-" for r in runs]
+
+        rows += [["a day's change: recompile s", *each("seconds", ".0f"), *[""] * len(steps)],
+                 ["  its time / cold", *each("wall_ratio", ".1%"), *[""] * len(steps)],
+                 ["  its LLM calls / cold", *each("calls_ratio", ".1%"), *[""] * len(steps)]]
     out.append(fmt_table(head, rows, "l" + "r" * (len(head) - 1)))
     stages = stage_order({s: None for r in runs for s in r["stages_cold"]})
     rows = []
@@ -514,12 +605,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the temporary homes (paths on stderr)")
     ap.add_argument("--quiet", action="store_true", help="no stage progress on stderr")
     ap.add_argument("--skip-warm", action="store_true", help="no warm recompile (large corpora: saves its time)")
+    ap.add_argument("--change", action="store_true",
+                    help="then recompile a day's change (1%% added, 0.5%% edited, 0.5%% deleted) incrementally")
+    ap.add_argument("--change-home", type=Path, default=None, metavar="HOME",
+                    help="only the change step, on a home an earlier --keep run left (needs --cold-json)")
+    ap.add_argument("--cold-json", type=Path, default=None, metavar="JSON", help="that earlier run's --json")
+    ap.add_argument("--seed", type=int, default=0, help="the change's random choices")
     ap.add_argument("--growth", type=Path, nargs="+", metavar="JSON",
                     help="print the growth table of earlier runs' --json files (one size each) and exit")
     args = ap.parse_args(argv)
     if args.growth:
         print(growth_report(args.growth))
         return 0
+    sys.path.insert(0, str(HERE))  # debian_corpus, incremental_bench
+    if args.change_home:
+        if not args.cold_json:
+            ap.error("--change-home needs --cold-json")
+        result = change_only(args)
+        print(incremental_line(result["incremental"]))
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps({"environment": {"change_only": True}, "results": [result]}, indent=2))
+            log(f"wrote {args.json}")
+        return 1 if "error" in result["incremental"] else 0
 
     env = {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine()}
     env["imports"] = preload()
@@ -533,7 +641,6 @@ def main(argv: list[str] | None = None) -> int:
             results.append(bench_corpus("wixqa", args.wixqa, args))
 
     if not args.skip_large:
-        sys.path.insert(0, str(HERE))
         from debian_corpus import CorpusError, build_corpus
 
         suffix = f"-limit{args.limit}" if args.limit else ""
@@ -564,7 +671,8 @@ def main(argv: list[str] | None = None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"environment": env, "results": results}, indent=2))
         log(f"wrote {args.json}")
-    return 1 if any("error" in r for r in results) or not results else 0
+    failed = [r for r in results if "error" in r or "error" in r.get("incremental", {})]
+    return 1 if failed or not results else 0
 
 
 if __name__ == "__main__":
