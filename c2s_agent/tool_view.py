@@ -19,7 +19,7 @@ from c2s_core.navrows import Card, Group, NavFile, parse_nav_file
 from c2s_core.term_index import (TermPostings, leaf_name_pattern, leaf_pattern, parse_leaf_lines, parse_term_lines,
                                  term_pattern)
 
-from .sandbox import MAX_COMMANDS, MAX_LINE_CHARS, TRUNCATED
+from .sandbox import MAX_COMMANDS, MAX_LINE_CHARS, TRUNCATED, stop_line
 from .sandbox.parsing import split_line
 from .tools import TreeTools, parse_document
 
@@ -45,57 +45,91 @@ class ToolView:
     def grep_counts(self, asked: list[tuple[str, str]]) -> list[int]:
         # Folders asked the same terms (a node's children, mostly) are counted by one loop, folders
         # outside and terms inside, each printing one number a pair; as many loops as fit are
-        # joined with ';' in a call, so a round's counts take a call or two. A count that fails
-        # is 0, as a failed grep finds nothing.
+        # joined with ';' in a call, so a round's counts take a call or two. A call stopped on its
+        # budgets (files visited, bytes read) keeps the counts it printed and the next call asks
+        # for the rest, as an agent would. A count no call can answer is 0, as a failed grep finds
+        # nothing.
         by_folder: dict[str, list[str]] = {}
         for term, nav_file in asked:
             by_folder.setdefault(posixpath.dirname(nav_file), []).append(term)
         by_terms: dict[tuple[str, ...], list[str]] = {}
         for folder, words in by_folder.items():
             by_terms.setdefault(tuple(words), []).append(folder)
-        loops = [(count_loop(folders, list(words)), [(w, f) for f in folders for w in words])
-                 for words, all_folders in by_terms.items() for folders in _fitting(all_folders, list(words))]
+        pending = [(word, folder) for words, folders in by_terms.items() for folder in folders for word in words]
         found: dict[tuple[str, str], int] = {}
-        for (loop, pairs), out in zip(loops, self._lines_each([(loop, len(pairs)) for loop, pairs in loops],
-                                                             str.isdigit)):
-            if not out:  # a loop that could not answer whole: its counts one pipeline each
-                out = self._one_line_each([count_pipeline(w, f) for w, f in pairs], str.isdigit)
-            found.update(zip(pairs, (int(n) if n.isdigit() else 0 for n in out)))
+        while pending:
+            loops = _count_loops(pending)
+            batch = _batches([loop for loop, _ in loops], 0, "; ")[0]
+            pairs = pending[:sum(n for _, n in loops[:len(batch)])]
+            answered = 0
+            for pair, line in zip(pairs, self.tools.code_execution("; ".join(batch)).split("\n")):
+                if not line.strip().isdigit():
+                    break
+                found[pair] = int(line.strip())
+                answered += 1
+            if not answered:  # its first count alone cannot be answered
+                found[pending[0]] = 0
+                answered = 1
+            pending = pending[answered:]
         return [found[term, posixpath.dirname(nav_file)] for term, nav_file in asked]
 
     def count_children(self, asked: list[tuple[str, list[str]]]) -> dict[str, list[Child]]:
         # One listing and loop a node (:func:`children_loop`): its sub-folders named by ``ls -F``
         # (names, not the paths a loop's echo would print: about a fifth of the navigation bytes
-        # on a 20,000-document tree),
-        # then each counted and its own folders counted (itself and its sub-folders: 1 for a
-        # leaf), in the listing's order; as many joined with ';' in a call as fit. A node whose
-        # reply does not add up (cut short) is left out, as a folder that cannot be read.
-        loops = {children_loop(posixpath.dirname(nav_file), terms): (nav_file, len(terms)) for nav_file, terms in asked}
+        # on a 20,000-document tree), then each counted and its own folders counted (itself and
+        # its sub-folders: 1 for a leaf), in the listing's order; as many joined with ';' in a
+        # call as fit. A call stopped on its budgets keeps what it printed: the next call counts
+        # the sub-folders still uncounted, named (:func:`subfolders_loop`). A node no call can
+        # list and count is left out, as a folder that cannot be read.
+        tasks: list[tuple[str, list[str], list[str] | None]] = [(nav, terms, None) for nav, terms in asked]
         found: dict[str, list[Child]] = {}
-
-        def parse(batch: list[str], out: str) -> dict[str, list[Child]] | None:
-            got = {}
-            lines = out.split("\n")
-            for loop in batch:
-                nav_file, n = loops[loop]
-                names = []
-                while lines and lines[0] and not lines[0].strip().isdigit():
-                    names.append(lines.pop(0))
-                folders = [name[:-1] for name in names if name.endswith("/")]
-                # No sub-folder: the loop ran once over its glob as written, counting nothing.
-                wanted = max(1, len(folders)) * (n + 1)
-                counts = [x.strip() for x in lines[:wanted]]
-                if len(counts) < wanted or not all(x.isdigit() for x in counts):
-                    return None  # cut short
-                lines = lines[wanted:]
-                if not names:
-                    continue  # nothing listed, not even its nav file: a missing folder, left out
-                got[nav_file] = [Child(name, [int(x) for x in counts[i * (n + 1):i * (n + 1) + n]],
-                                       int(counts[i * (n + 1) + n]) > 1) for i, name in enumerate(folders)]
-            return got
-
-        for batch, out in self._calls(list(loops), "", "; ", whole=lambda batch, out: parse(batch, out) is not None):
-            found.update(parse(batch, out) or {})
+        while tasks:
+            commands = [_children_command(nav, terms, names) for nav, terms, names in tasks]
+            batch = _batches(commands, 0, "; ")[0]
+            lines = self.tools.code_execution("; ".join(batch)).split("\n")
+            left: list[tuple[str, list[str], list[str] | None]] = []
+            cut = False
+            for nav, terms, names in tasks[:len(batch)]:
+                if cut:  # an earlier node of the call was cut short: this one was not reached
+                    left.append((nav, terms, names))
+                    continue
+                n = len(terms)
+                # A listed node's loop counts all its sub-folders; a named one's, those that fit.
+                reach = None if names is None else _fitting_children(nav, names, terms)
+                if names is None:
+                    listed = []
+                    while lines and lines[0] and not lines[0].strip().isdigit() and not stop_line(lines[0]):
+                        listed.append(lines.pop(0))
+                    if lines and stop_line(lines[0]):  # stopped before its first count (or listing)
+                        left.append((nav, terms, None))
+                        cut = True
+                        continue
+                    names = [name[:-1] for name in listed if name.endswith("/")]
+                    if not names:  # the loop ran once over its glob as written, counting nothing
+                        head, lines = lines[:n + 1], lines[n + 1:]
+                        if len(head) == n + 1 and all(x.strip().isdigit() for x in head):
+                            if listed:  # (nothing listed, not even its nav file: a missing folder, left out)
+                                found[nav] = []
+                            continue
+                        left.append((nav, terms, None))
+                        cut = True
+                        continue
+                    found[nav] = []
+                counted = 0
+                for name in names[:reach]:
+                    head = [x.strip() for x in lines[:n + 1]]
+                    if len(head) < n + 1 or not all(x.isdigit() for x in head):
+                        cut = True
+                        break
+                    lines = lines[n + 1:]
+                    found[nav].append(Child(name, [int(x) for x in head[:n]], int(head[n]) > 1))
+                    counted += 1
+                if counted < len(names):  # cut short, or more named sub-folders than one loop holds
+                    left.append((nav, terms, names[counted:]))
+            if left and left[0] == tasks[0]:  # no progress: the first node cannot be read
+                found.pop(left[0][0], None)
+                left = left[1:]
+            tasks = left + tasks[len(batch):]
         return found
 
     def read_rows(self, nav_files: list[str]) -> dict[str, NavFile]:
@@ -216,14 +250,41 @@ def count_loop(folders: list[str], terms: list[str]) -> str:
     return f"for d in {' '.join(map(shlex.quote, folders))}; do {_term_counts(terms)}done"
 
 
-def _fitting(folders: list[str], terms: list[str]) -> list[list[str]]:
-    """``folders`` in runs whose :func:`count_loop` fits a command line."""
-    runs: list[list[str]] = [[]]
-    for folder in folders:
-        if runs[-1] and len(count_loop([*runs[-1], folder], terms)) > MAX_LINE_CHARS:
-            runs.append([])
-        runs[-1].append(folder)
-    return runs
+def _count_loops(pending: list[tuple[str, str]]) -> list[tuple[str, int]]:
+    """(term, folder) pairs, in order, as :func:`count_loop` loops that each fit a command line:
+    (loop, pairs it counts). Consecutive folders asked the same terms share a loop."""
+    per_folder: list[tuple[str, list[str]]] = []
+    for term, folder in pending:
+        if per_folder and per_folder[-1][0] == folder:
+            per_folder[-1][1].append(term)
+        else:
+            per_folder.append((folder, [term]))
+    loops: list[tuple[list[str], list[str]]] = []
+    for folder, terms in per_folder:
+        if loops and loops[-1][1] == terms and len(count_loop([*loops[-1][0], folder], terms)) <= MAX_LINE_CHARS:
+            loops[-1][0].append(folder)
+        else:
+            loops.append(([folder], terms))
+    return [(count_loop(folders, terms), len(folders) * len(terms)) for folders, terms in loops]
+
+
+def _children_command(nav_file: str, terms: list[str], names: list[str] | None) -> str:
+    folder = posixpath.dirname(nav_file)
+    if names is None:
+        return children_loop(folder, terms)
+    return subfolders_loop([f"{folder}/{name}/" for name in names[:_fitting_children(nav_file, names, terms)]], terms)
+
+
+def _fitting_children(nav_file: str, names: list[str], terms: list[str]) -> int:
+    """How many of a node's sub-folders, from the first, one :func:`subfolders_loop` counts
+    within a command line (at least one)."""
+    folder = posixpath.dirname(nav_file)
+    size = len(subfolders_loop([], terms))
+    for i, name in enumerate(names):
+        size += len(shlex.quote(f"{folder}/{name}/")) + 1
+        if i and size > MAX_LINE_CHARS:
+            return i
+    return len(names)
 
 
 def children_loop(folder: str, terms: list[str]) -> str:
@@ -232,8 +293,17 @@ def children_loop(folder: str, terms: list[str]) -> str:
     (itself and its sub-folders: 1 means a leaf): ``ls -F FOLDER; for d in FOLDER/*/; do for t
     in ...; do grep ... | wc -l; done; find "$d" -maxdepth 1 -type d | wc -l; done``."""
     quoted = shlex.quote(folder)
-    return (f'ls -F {quoted}; for d in {quoted}/*/; do {_term_counts(terms)}'
-            'find "$d" -maxdepth 1 -type d | wc -l; done')
+    return f"ls -F {quoted}; {_subfolder_counts(f'{quoted}/*/', terms)}"
+
+
+def subfolders_loop(folders: list[str], terms: list[str]) -> str:
+    """The counting loop of :func:`children_loop` over sub-folders named (``NODE/NAME/``): the
+    rest of a node's, once a call stopped on its budgets."""
+    return _subfolder_counts(" ".join(map(shlex.quote, folders)), terms)
+
+
+def _subfolder_counts(words: str, terms: list[str]) -> str:
+    return f'for d in {words}; do {_term_counts(terms)}find "$d" -maxdepth 1 -type d | wc -l; done'
 
 
 def _term_counts(terms: list[str]) -> str:

@@ -682,6 +682,41 @@ def test_children_are_listed_by_name_and_counted_whole_even_when_cut_short(searc
     assert ToolView(tiny).count_children(asked) == found and len(tiny.trace) > 1
 
 
+def _budgeted(tree: Path, monkeypatch, max_files: int) -> TreeTools:
+    """Tools whose sandbox runs in this process with at most ``max_files`` visits a call."""
+    from c2s_agent.sandbox import Sandbox, limits
+
+    monkeypatch.setattr(limits, "MAX_FILES", max_files)
+    tools = TreeTools(tree, max_output_bytes=256 * 1024)
+    tools.sandbox = Sandbox(tree, max_output_bytes=256 * 1024, isolated=False)
+    return tools
+
+
+def test_a_call_stopped_on_its_budgets_keeps_its_counts_and_the_next_asks_for_the_rest(searchable, monkeypatch):
+    """On a tree too large for one call's budget of files visited, the counts and the children's
+    counts equal those one call gives on a small budget's worth: a stopped call's counts are kept
+    (its reply ends with the stop) and the next call counts what is left, never from the start."""
+    from c2s_agent.tool_view import ToolView, count_pipeline
+
+    tools = TreeTools(searchable)
+    skills = sorted(p.relative_to(searchable).as_posix() for p in searchable.glob("skills/*/SKILL.md"))
+    nodes = [*skills, *sorted(p.relative_to(searchable).as_posix() for p in searchable.glob("skills/*/*/INDEX.md"))]
+    terms = ["refund", "ship", "zzzunseen"]
+    asked = [(t, n) for n in nodes for t in terms]
+    one_each = [int(tools.code_execution(count_pipeline(t, posixpath.dirname(n)))) for t, n in asked]
+    children = ToolView(TreeTools(searchable)).count_children([(n, terms) for n in skills])
+    # Room for the walks of three counts a call (a walk visits a folder and all below it).
+    walk = max(int(tools.code_execution(f"find {posixpath.dirname(n)} | wc -l")) for n in nodes) + 1
+    budgeted = _budgeted(searchable, monkeypatch, 3 * walk)
+    assert ToolView(budgeted).grep_counts(asked) == one_each and sum(one_each) > 0
+    calls = len(budgeted.trace)
+    assert 1 < calls <= -(-len(asked) // 3)  # each call answered at least three counts
+    assert budgeted.sandbox.last_status == 0  # the last call finished what the stopped ones left
+    budgeted = _budgeted(searchable, monkeypatch, 3 * walk)
+    assert ToolView(budgeted).count_children([(n, terms) for n in skills]) == children
+    assert len(budgeted.trace) > 1 and budgeted.sandbox.last_status == 0
+
+
 def test_survey_greps_per_node_not_the_whole_tree(searchable):
     result = answer("refund policy", searchable)
     commands = [c.input["command"] for c in result.trace if c.tool == "code_execution"]

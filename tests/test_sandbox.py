@@ -294,8 +294,19 @@ def test_without_the_regex_module_other_threads_get_fixed_strings_only(local, mo
 def test_walks_are_bounded(local, monkeypatch):
     sb = local
     monkeypatch.setattr(limits, "MAX_FILES", 5)
+    # A stop keeps what the command printed before it, as a shell shows a killed command's output.
     assert sb.run("grep -r refund") == (
+        'entity_index.json:{"refund": [{"path": "skills/billing/SKILL.md", "mentions": 3}]}\n'
         "stopped: visited more than 5 files and directories; narrow the path")
+    assert sb.last_status == 2
+    # A loop's finished runs keep their output: the caller asks again for the rest only.
+    monkeypatch.setattr(limits, "MAX_FILES", 1000)
+    entries, count = int(sb.run("find skills | wc -l")), sb.run("grep -r refund skills | wc -l")
+    monkeypatch.setattr(limits, "MAX_FILES", 2 * entries + 1)  # two walks of skills/ fit, not three
+    counts = sb.run("for t in refund refund refund refund; do grep -r $t skills | wc -l; done").split("\n")
+    assert counts == [count, count, f"stopped: visited more than {2 * entries + 1} files and directories; narrow the path"]
+    # Refusals are the whole reply, whatever ran before them.
+    assert sb.run("ls; cat ../secret.txt") == "refused: path '../secret.txt' is outside the tree"
     monkeypatch.setattr(limits, "MAX_SCAN_BYTES", 1000)
     assert sb.run("cat big.txt") == (
         "cat: stopped: this command would read more than 1,000 bytes; narrow the path")

@@ -33,14 +33,14 @@ from .commands import Interpreter, Reply
 from .files import REDACTED_PATH, STDIN, redact_host_paths
 from .limits import (MAX_CALL_MEMORY, MAX_CALL_SECONDS, MAX_COMMANDS, MAX_FILES, MAX_LINE_CHARS, MAX_PATTERN_CHARS,
                      MAX_PATTERN_EXPANSION, MAX_PATTERN_NESTING, MAX_RUNS, MAX_SCAN_BYTES, MAX_STAGES, TRUNCATED,
-                     SandboxError)
+                     SandboxError, Stopped, stop_line)
 from .parsing import SUPPORTED
 from .worker import POOL, Settings
 
 __all__ = ["MAX_CALL_MEMORY", "MAX_CALL_SECONDS", "MAX_COMMANDS", "MAX_FILES", "MAX_LINE_CHARS", "MAX_PATTERN_CHARS",
            "MAX_PATTERN_EXPANSION", "MAX_PATTERN_NESTING", "MAX_RUNS", "MAX_SCAN_BYTES", "MAX_STAGES", "REDACTED_PATH",
            "STDIN", "SUPPORTED", "TRUNCATED", "Interpreter", "Reply", "Sandbox", "SandboxError", "SandboxStats",
-           "redact_host_paths"]
+           "Stopped", "redact_host_paths", "stop_line"]
 
 
 @dataclass

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .files import STDIN, TreeFiles, count_words, ls_entry
-from .limits import (MAX_CALL_MEMORY, MAX_CALL_SECONDS, Budget, Errors, Output, SandboxError,
+from .limits import (MAX_CALL_MEMORY, MAX_CALL_SECONDS, Budget, Errors, Output, SandboxError, Stopped,
                      stopped_for_memory)
 from .parsing import count, options, parse_line
 from .patterns import Matcher
@@ -65,8 +65,10 @@ class Interpreter:
         self.files = TreeFiles(self.root, self.budget, self.errors)
         out = Output(self.max_output_bytes)
         try:
-            # The pipelines of a ';' list share the line's budgets and its one reply; a refusal or
-            # a stop in any of them is the whole line's answer.
+            # The pipelines of a ';' list share the line's budgets and its one reply; a refusal
+            # in any of them is the whole reply. A stop on a budget keeps what was printed
+            # before it, as a shell shows a killed command's output so far: what ran need not
+            # be asked again.
             for pipeline in parse_line(line, set(self.commands), self.files.expand):
                 stream: Stream | None = None
                 for name, *args in pipeline:
@@ -75,6 +77,9 @@ class Interpreter:
                 for text in stream or ():
                     self.budget.line()
                     out.write(text)
+        except Stopped as e:
+            printed = out.render(self.errors)
+            return self._failed(f"{printed}\n{e}" if printed else str(e))
         except SandboxError as e:
             return self._failed(str(e))
         except MemoryError:

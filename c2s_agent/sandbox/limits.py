@@ -8,6 +8,7 @@ the worker process that runs the interpreter: see :mod:`c2s_agent.sandbox.worker
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -33,6 +34,19 @@ NARROW = "narrow the path or page with head -n"
 
 class SandboxError(Exception):
     """A refused or failed command; ``str(error)`` is the one-line reply the agent sees."""
+
+
+class Stopped(SandboxError):
+    """A command line that ran into a budget: its reply keeps what it printed before the stop."""
+
+
+_STOP_LINE = re.compile(r"^(?:[a-z]+: )?stopped: ")
+
+
+def stop_line(line: str) -> bool:
+    """Is ``line`` the line a stop on a budget ends a reply with (``stopped: ...``, ``grep:
+    stopped: ...``)?"""
+    return bool(_STOP_LINE.match(line))
 
 
 def stopped_for_memory(budget_bytes: int) -> str:
@@ -67,12 +81,12 @@ class Budget:
         process (plus ``need`` bytes it is about to allocate) passes its memory budget."""
         now = time.monotonic()
         if now > self.deadline:
-            raise SandboxError(stopped_for_time(self.seconds))
+            raise Stopped(stopped_for_time(self.seconds))
         if not need and now < self._next_memory_check:
             return
         self._next_memory_check = now + MEMORY_CHECK_INTERVAL_S
         if memory_in_use() - self._memory_base + need > self.memory_bytes:
-            raise SandboxError(stopped_for_memory(self.memory_bytes))
+            raise Stopped(stopped_for_memory(self.memory_bytes))
 
     def line(self) -> None:
         """One streamed line: a full check every CHECK_EVERY_LINES lines."""
@@ -83,14 +97,14 @@ class Budget:
     def visit(self) -> None:
         self.visited += 1
         if self.visited > MAX_FILES:
-            raise SandboxError(f"stopped: visited more than {MAX_FILES:,} files and directories; "
+            raise Stopped(f"stopped: visited more than {MAX_FILES:,} files and directories; "
                                "narrow the path")
         self.check()
 
     def can_scan(self, cmd: str, size: int) -> int:
         """Bytes left to read, once a file of ``size`` bytes is known to fit the scan cap."""
         if self.scanned + size > MAX_SCAN_BYTES:
-            raise SandboxError(f"{cmd}: stopped: this command would read more than "
+            raise Stopped(f"{cmd}: stopped: this command would read more than "
                                f"{MAX_SCAN_BYTES:,} bytes; narrow the path")
         return MAX_SCAN_BYTES - self.scanned
 

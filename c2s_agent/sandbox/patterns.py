@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 
-from .limits import MAX_PATTERN_CHARS, MAX_PATTERN_EXPANSION, MAX_PATTERN_NESTING, Budget, SandboxError
+from .limits import MAX_PATTERN_CHARS, MAX_PATTERN_EXPANSION, MAX_PATTERN_NESTING, Budget, SandboxError, Stopped
 
 try:  # the third-party `regex` module can time-bound a search; stdlib `re` cannot
     import regex as _regex
@@ -68,7 +68,7 @@ class Matcher:
         # of lines holding none of them is passed over without a regex search per line.
         self.folded = "i" in opts
         self.required = required_texts(sources, self.folded)
-        self.timeout = SandboxError(
+        self.timeout = Stopped(
             f"grep: stopped: pattern {shown} took over {regex_timeout_s:g} s of matching; "
             "simplify it (avoid nested quantifiers like (a+)+) or use -F for a fixed string")
 

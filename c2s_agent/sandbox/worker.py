@@ -80,7 +80,7 @@ def serve() -> None:
         finally:
             _unlimit(resource)
         grew = memory_in_use() - started_rss > RECYCLE_BYTES
-        stopped = reply.text == stopped_for_memory(settings.memory_budget_bytes)
+        stopped = reply.text.endswith(stopped_for_memory(settings.memory_budget_bytes))
         replies.write(json.dumps({
             "text": reply.text, "status": reply.status, "bytes_read": reply.bytes_read,
             "rss_start": rss_start, "rss_peak": _peak(), "retire": grew or stopped,
