@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from c2s_agent.sandbox import Sandbox, files, limits, patterns
+from c2s_agent.sandbox import TRUNCATED, Sandbox, files, limits, patterns
 
 SECRET = "TOPSECRET-42"
 
@@ -291,7 +291,7 @@ def test_without_the_regex_module_other_threads_get_fixed_strings_only(local, mo
     ]
 
 
-def test_walks_are_bounded(local, monkeypatch):
+def test_walks_are_bounded(local, tree, monkeypatch):
     sb = local
     monkeypatch.setattr(limits, "MAX_FILES", 5)
     # A stop keeps what the command printed before it, as a shell shows a killed command's output.
@@ -305,6 +305,15 @@ def test_walks_are_bounded(local, monkeypatch):
     monkeypatch.setattr(limits, "MAX_FILES", 2 * entries + 1)  # two walks of skills/ fit, not three
     counts = sb.run("for t in refund refund refund refund; do grep -r $t skills | wc -l; done").split("\n")
     assert counts == [count, count, f"stopped: visited more than {2 * entries + 1} files and directories; narrow the path"]
+    # The stop line fits in the output cap with what comes before it.
+    monkeypatch.setattr(limits, "MAX_FILES", 5)
+    stop = "stopped: visited more than 5 files and directories; narrow the path"
+    printed = sb.run("grep -r refund").rsplit("\n", 1)[0]
+    cap = len(printed.encode()) + 10  # what was printed fits, not with the stop line after it
+    capped = Sandbox(tree, max_output_bytes=cap, isolated=False).run("grep -r refund")
+    assert capped.endswith("\n" + stop) and capped.startswith("entity_index.json:")
+    note = f"{TRUNCATED} showed {cap:,} of {len(printed.encode()) + 1:,} bytes; narrow with grep or page with head -n/tail -n]"
+    assert len(capped.encode()) <= cap + (len(note) + 1 if TRUNCATED in capped else 0)
     # Refusals are the whole reply, whatever ran before them.
     assert sb.run("ls; cat ../secret.txt") == "refused: path '../secret.txt' is outside the tree"
     monkeypatch.setattr(limits, "MAX_SCAN_BYTES", 1000)

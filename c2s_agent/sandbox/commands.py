@@ -78,7 +78,7 @@ class Interpreter:
                     self.budget.line()
                     out.write(text)
         except Stopped as e:
-            printed = out.render(self.errors)
+            printed = out.render(self.errors, reserve=len(str(e).encode("utf-8", "replace")) + 1)
             return self._failed(f"{printed}\n{e}" if printed else str(e))
         except SandboxError as e:
             return self._failed(str(e))

@@ -158,15 +158,17 @@ class Output:
             self.kept.append(data[: self.cap])
             self.kept_bytes = min(len(data), self.cap)
 
-    def render(self, errors: Errors) -> str:
-        """The reply: output then error lines (like stderr on a terminal), within the cap. Error
-        lines take at most half of it when the output needs the rest, and are never cut away."""
-        err_lines = _fit_lines(errors.lines, self.cap - min(self.total, self.cap // 2))
+    def render(self, errors: Errors, reserve: int = 0) -> str:
+        """The reply: output then error lines (like stderr on a terminal), within the cap less
+        ``reserve`` bytes (kept for a line that ends the reply). Error lines take at most half of
+        it when the output needs the rest, and are never cut away."""
+        cap = max(self.cap - reserve, 0)
+        err_lines = _fit_lines(errors.lines, cap - min(self.total, cap // 2))
         if errors.dropped or len(err_lines) < len(errors.lines):
             more = errors.dropped + len(errors.lines) - len(err_lines)
             err_lines.append(f"[{more:,} more error lines not shown]")
         err_bytes = sum(len(line.encode("utf-8", "replace")) + 1 for line in err_lines)
-        room = max(self.cap - err_bytes, 0) if err_lines else self.cap
+        room = max(cap - err_bytes, 0) if err_lines else cap
         out = self._shown(room)
         return "\n".join(part for part in (out, *err_lines) if part)
 
