@@ -296,12 +296,13 @@ def incremental_step(name: str, home: Path, source: Path, args, cold: dict) -> d
     """Apply :func:`day_change` to ``source``'s documents and recompile in ``home`` (the cold
     compile's): seconds, LLM calls and embeddings as shares of the cold compile's (``cold``: its
     result)."""
+    from incremental_bench import read_jsonl, write_jsonl
+
     from c2s_pipeline.workspace import CorpusSpec
 
-    docs = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
-    changed, counts = day_change(docs, args.seed)
+    changed, counts = day_change(read_jsonl(source), args.seed)
     changed_source = home / "changed-corpus.jsonl"
-    changed_source.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in changed), encoding="utf-8")
+    write_jsonl(changed_source, changed)
     spec = CorpusSpec(name=name, source=str(changed_source), out=str(home / "out" / name),
                       **{k: v for k, v in cold["parameters"].items() if k in ("p", "k")})
     log(f"[{name}] a day's change: +{counts['added']} ~{counts['edited']} -{counts['deleted']}; "
@@ -585,6 +586,13 @@ def growth_report(paths: list[Path]) -> str:
     return "\n".join(out)
 
 
+def write_results(path: Path, environment: dict, results: list[dict]) -> None:
+    """The ``--json`` file: what ``--growth`` and ``--cold-json`` read back."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"environment": environment, "results": results}, indent=2))
+    log(f"wrote {path}")
+
+
 # -- main ------------------------------------------------------------------------------------------
 
 def main(argv: list[str] | None = None) -> int:
@@ -624,9 +632,7 @@ def main(argv: list[str] | None = None) -> int:
         result = change_only(args)
         print(incremental_line(result["incremental"]))
         if args.json:
-            args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_text(json.dumps({"environment": {"change_only": True}, "results": [result]}, indent=2))
-            log(f"wrote {args.json}")
+            write_results(args.json, {"change_only": True}, [result])
         return 1 if "error" in result["incremental"] else 0
 
     env = {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine()}
@@ -668,9 +674,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         print(summary_line(r))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"environment": env, "results": results}, indent=2))
-        log(f"wrote {args.json}")
+        write_results(args.json, env, results)
     failed = [r for r in results if "error" in r or "error" in r.get("incremental", {})]
     return 1 if failed or not results else 0
 
