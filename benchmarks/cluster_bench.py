@@ -1,6 +1,7 @@
-"""Level-1 clustering at scale: exact K-Means against the two-stage (blocked) K-Means that
+"""Level-1 clustering at scale: exact K-Means against the staged (blocked) K-Means that
 ``c2s_pipeline.hierarchy.kmeans`` switches to above ``EXACT_KMEANS_ITEMS`` items, side by side
-in one run, on real embeddings.
+in one run, on real embeddings (and, where a size takes three stages or more, the two stages
+every size took before).
 
 The items are Debian package descriptions (``apt-cache dumpavail``: package name and one-line
 description, about 60,000 packages, duplicates dropped), embedded by the bundled encoder: an
@@ -90,12 +91,18 @@ def cohesion(unit: np.ndarray, labels: np.ndarray) -> float:
 
 def measure(unit: np.ndarray, p: int, exact: bool) -> dict:
     k = hierarchy.cluster_count(len(unit), p)
-    row: dict = {"items": len(unit), "k": k, "blocks": hierarchy.block_count(k)}
+    stages = hierarchy.stage_count(k)
+    row: dict = {"items": len(unit), "k": k, "stages": stages, "blocks": hierarchy.block_count(k, stages)}
     started = time.perf_counter()
     labels = hierarchy.blocked_kmeans(unit, k)
     row["blocked_s"] = round(time.perf_counter() - started, 2)
     row["blocked_cohesion"] = round(cohesion(unit, labels), 4)
     assert len(np.unique(labels)) == k
+    if stages > 2:  # beside the two stages every size took before
+        started = time.perf_counter()
+        labels = hierarchy.blocked_kmeans(unit, k, stages=2)
+        row["two_stage_s"] = round(time.perf_counter() - started, 2)
+        row["two_stage_cohesion"] = round(cohesion(unit, labels), 4)
     if exact:
         started = time.perf_counter()
         labels = KMeans(n_clusters=k, n_init=3, random_state=hierarchy.SEED).fit_predict(unit)
@@ -120,17 +127,18 @@ def main() -> None:
     # One embedded sample at the largest size; smaller sizes are strided from it.
     largest = hierarchy.normalise(embeddings(strided(texts, sizes[-1])))
     rows = []
-    header = f"{'items':>6} {'k':>5} {'blocks':>6} {'exact s':>8} {'blocked s':>9} {'speedup':>7} " \
-             f"{'exact coh':>9} {'blocked coh':>11} {'delta':>7}"
+    header = f"{'items':>6} {'k':>5} {'stages':>6} {'blocks':>6} {'exact s':>8} {'blocked s':>9} {'speedup':>7} " \
+             f"{'exact coh':>9} {'blocked coh':>11} {'delta':>7} {'2-stage s':>9} {'2-stage coh':>11}"
     print(header)
     for n in sizes:
         unit = largest[np.linspace(0, len(largest) - 1, n).round().astype(int)]
         row = measure(unit, args.p, exact=n <= args.exact_up_to)
         rows.append(row)
         dash = "-"
-        print(f"{row['items']:>6} {row['k']:>5} {row['blocks']:>6} {row.get('exact_s', dash):>8} "
+        print(f"{row['items']:>6} {row['k']:>5} {row['stages']:>6} {row['blocks']:>6} {row.get('exact_s', dash):>8} "
               f"{row['blocked_s']:>9} {row.get('speedup', dash):>7} {row.get('exact_cohesion', dash):>9} "
-              f"{row['blocked_cohesion']:>11} {row.get('cohesion_delta', dash):>7}", flush=True)
+              f"{row['blocked_cohesion']:>11} {row.get('cohesion_delta', dash):>7} "
+              f"{row.get('two_stage_s', dash):>9} {row.get('two_stage_cohesion', dash):>11}", flush=True)
     if args.json:
         args.json.write_text(json.dumps({"p": args.p, "threshold": hierarchy.EXACT_KMEANS_ITEMS, "rows": rows},
                                         indent=2) + "\n")

@@ -38,21 +38,31 @@ def kmeans(vectors: np.ndarray, n_clusters: int) -> np.ndarray:
     return np.array([order[label] for label in raw.tolist()], dtype=np.int64)
 
 
-EXACT_KMEANS_ITEMS = 2000  # above this, K-Means runs in two stages (blocked_kmeans)
+EXACT_KMEANS_ITEMS = 2000  # above this, K-Means runs in stages (blocked_kmeans)
+STAGE_FANOUT = 45  # the most groups one stage's K-Means makes, about: 45² = 2,025 clusters in two stages
 
 
-def block_count(n_clusters: int) -> int:
-    """Coarse blocks for ``n_clusters`` clusters: about sqrt(k), which balances the first stage's
-    N·B against the second's N·k/B distance computations."""
-    return max(2, min(n_clusters, round(math.sqrt(n_clusters))))
+def stage_count(n_clusters: int) -> int:
+    """Stages for ``n_clusters`` clusters: two up to STAGE_FANOUT² clusters (every corpus of up to
+    about 20,000 documents at p = 10), one more for each further factor of STAGE_FANOUT."""
+    return max(2, math.ceil(math.log(n_clusters) / math.log(STAGE_FANOUT) - 1e-9))
 
 
-def blocked_kmeans(unit: np.ndarray, n_clusters: int) -> np.ndarray:
-    """Two-stage K-Means: K-Means into ~sqrt(k) coarse blocks, ``n_clusters`` apportioned to
-    the blocks by their sizes, then K-Means inside each block. Exactly ``n_clusters`` clusters,
-    each inside one block; about N·sqrt(k)·d work a step instead of N·k·d. Labels are raw
-    (block by block), not renumbered."""
-    blocks = KMeans(n_clusters=block_count(n_clusters), n_init=3, random_state=SEED).fit_predict(unit)
+def block_count(n_clusters: int, stages: int) -> int:
+    """Coarse blocks for ``n_clusters`` clusters made in ``stages`` stages: about k^(1/stages),
+    which balances the stages' N·B distance computations (sqrt(k) for two)."""
+    return max(2, min(n_clusters, round(n_clusters ** (1 / stages))))
+
+
+def blocked_kmeans(unit: np.ndarray, n_clusters: int, stages: int | None = None) -> np.ndarray:
+    """K-Means in stages: K-Means into about k^(1/stages) coarse blocks, ``n_clusters``
+    apportioned to the blocks by their sizes, then each block clustered the same way in one stage
+    less, the last stage exact. Exactly ``n_clusters`` clusters, each inside one block of every
+    stage. A stage costs about N·k^(1/stages)·d a step instead of exact K-Means' N·k·d, and the
+    stages grow with log k: the whole grows with N log N, not N². Labels are raw (block by block),
+    not renumbered."""
+    stages = stages or stage_count(n_clusters)
+    blocks = KMeans(n_clusters=block_count(n_clusters, stages), n_init=3, random_state=SEED).fit_predict(unit)
     present = np.unique(blocks)  # K-Means may leave a block empty when items coincide
     members = [np.flatnonzero(blocks == b) for b in present]
     shares = apportion([len(m) for m in members], n_clusters)
@@ -61,8 +71,10 @@ def blocked_kmeans(unit: np.ndarray, n_clusters: int) -> np.ndarray:
     for rows, k in zip(members, shares):
         if k == 1:
             labels[rows] = offset
-        else:
+        elif stages == 2:
             labels[rows] = offset + KMeans(n_clusters=k, n_init=3, random_state=SEED).fit_predict(unit[rows])
+        else:
+            labels[rows] = offset + blocked_kmeans(unit[rows], k, stages - 1)
         offset += k
     return labels
 

@@ -105,7 +105,7 @@ def _level_rows(level: int) -> list[StageSpec]:
     below = _below(level)
     rows = [
         StageSpec(
-            clusters_stage(level), group, "levels:clusters", level=level, code_version="clusters-5",
+            clusters_stage(level), group, "levels:clusters", level=level, code_version="clusters-6",
             description=(f"Level {level}'s items embedded and clustered (K-Means into ceil(n/p), soft assignment"
                          + ("; a cluster too crowded for one leaf's nav file split into siblings that fit"
                             if level == 1 else "") + "), "

@@ -97,8 +97,25 @@ def test_blocked_kmeans_is_about_as_cohesive_as_exact(passages):
     assert blocked_cohesion >= exact_cohesion - 0.01, (blocked_cohesion, exact_cohesion)
 
 
-def test_blocks_are_about_the_square_root_of_k():
-    assert [hierarchy.block_count(k) for k in (2, 3, 100, 2000, 5000)] == [2, 2, 10, 45, 71]
+def test_stages_grow_with_log_k_and_blocks_balance_them():
+    assert [hierarchy.stage_count(k) for k in (2, 100, 2000, 2025, 2026, 5000, 91125, 91126)] == [2, 2, 2, 2, 3, 3, 3, 4]
+    # Two stages: about sqrt(k) blocks; three: about the cube root.
+    assert [hierarchy.block_count(k, 2) for k in (2, 3, 100, 2000)] == [2, 2, 10, 45]
+    assert [hierarchy.block_count(k, 3) for k in (2026, 5000, 91125)] == [13, 17, 45]
+
+
+def test_kmeans_in_three_stages_keeps_every_item_once_in_exactly_k_groups(passages):
+    """Forced to three stages (a corpus of over 20,000 documents takes them), K-Means still makes
+    exactly k non-empty clusters, each item in one, about as cohesive as in two stages."""
+    unit = hierarchy.normalise(passages)
+    k = hierarchy.cluster_count(len(unit), 10)
+    three = hierarchy.blocked_kmeans(unit, k, stages=3)
+    two = hierarchy.blocked_kmeans(unit, k, stages=2)
+    assert sorted(set(three.tolist())) == list(range(k))
+    assert sorted(i for g in _groups(three) for i in g) == list(range(len(unit)))
+    assert not np.array_equal(three, two)  # another partition, made in another number of stages
+    cohesion = {n: float(np.mean(hierarchy.cohesion(unit, _groups(labels)))) for n, labels in ((2, two), (3, three))}
+    assert cohesion[3] >= cohesion[2] - 0.02, cohesion
 
 
 @pytest.mark.parametrize("sizes, total, seats", [
