@@ -640,6 +640,20 @@ def test_navigation_takes_one_round_a_level(searchable):
     assert max(with_fallbacks.usage["calls_per_round"]) <= 10  # entity windows read in one call
 
 
+def test_a_tree_too_tall_for_the_agents_rounds_opens_its_skills_in_the_survey(searchable, monkeypatch):
+    """Where choosing among the skills first would take a question past the rounds planned for
+    it, the survey opens them all whatever the beam: a round less, and the first choice is among
+    their children."""
+    from c2s_core.navigation import engine
+
+    monkeypatch.setattr(engine, "AGENT_ROUNDS", 3)  # this tree's skills stand two levels up: 2 + 2 > 3
+    narrow = answer("How long do refunds take?", searchable, beam=1, entities=False, related=False, backtrack=False)
+    per_round = narrow.usage["calls_per_round"]
+    assert narrow.turns == 3 and len(per_round) == 3
+    assert any("/*/; do" in c.input["command"] for c in narrow.trace[:per_round[0]] if c.tool == "code_execution")
+    assert "refund-policy" in narrow.fetched[:3]
+
+
 def test_a_reply_cut_to_the_output_cap_is_asked_again_in_halves(tree):
     """Several leaves' rows read in one call with an LLM's small output cap come back whole: a cut
     reply is asked again in halves, so the rows equal those read under a large cap."""

@@ -32,7 +32,8 @@ navigator, the entries of the entity keys it found, each a second call after the
 A tree whose skills stand h levels above the documents takes h + 2 rounds: the survey, h - 1
 levels of choice, the leaves, the documents; h + 1 where the skills are so few that the first
 level opens them all whatever they score (compiles with the default ``k`` mostly make two or
-three): the survey counts below their children instead, and the first choice is among those.
+three), or where h + 2 would pass :data:`AGENT_ROUNDS`: the survey counts below their children
+instead, and the first choice is among those.
 
 What the engine leaves to a subclass (the navigator's extra fallbacks, which the probe does not
 model, so that it measures the tree rather than the agent's recoveries): entity-index hits
@@ -68,6 +69,9 @@ from .scoring import SearchHit, bm25, fuse_rankings, rrf
 
 MAX_TERMS = 12  # question terms grepped for
 MAX_ROUNDS = 10  # rounds of tool calls a question may take (the agent's default turn budget)
+# Rounds a question is planned to take: what an LLM agent's budget affords. A tree tall enough to
+# need more (four levels of skills, about 50,000 documents at p = 10) opens its skills in the survey.
+AGENT_ROUNDS = 5
 PAGE_CHARS = 6000  # what one read of a document returns: its first page (about 1,500 tokens)
 THIN_COVERAGE = 0.5  # below this share of the question's term weight a branch is "thin"
 
@@ -262,15 +266,19 @@ class Engine:
     # -- survey -------------------------------------------------------------------------
 
     def _survey_counts(self) -> list[Node] | None:
-        """The survey's grep counts. Skills no more than the first level opens however they
-        score (:data:`~.beam.BEAM_MIN`, or the fixed beam) are opened here: their children are
-        learned and counted in the survey (:meth:`_open`), saving the round the first level
-        would spend on it, and each skill's counts are its children's summed (its own
-        SKILL.md's lines aside). Returns the next level's nodes (those children and any skill
-        that lists documents itself), or None where the skills were counted instead."""
+        """The survey's grep counts. Skills are opened here when the first level would open them
+        all however they score (no more than :data:`~.beam.BEAM_MIN`, or the fixed beam), or when
+        choosing among them would take the question past :data:`AGENT_ROUNDS` (a tree of h
+        levels takes h + 2 rounds so, h + 1 opened): their children are learned and counted in
+        the survey (:meth:`_open`), saving the round the first level would spend on it, and each
+        skill's counts are its children's summed (its own SKILL.md's lines aside). The counting
+        reads the same files either way. Returns the next level's nodes (those children and any
+        skill that lists documents itself), or None where the skills were counted instead."""
         skills = [Node(g, "") for g in self.skills]
         inner = [n for n in skills if self.levels.get(n.group.path) != 1]
-        if not inner or len(skills) > (self.fixed_beam or BEAM_MIN):
+        few = len(skills) <= (self.fixed_beam or BEAM_MIN)
+        tall = max((self.levels.get(g.path, 0) for g in self.skills), default=0) + 2 > AGENT_ROUNDS
+        if not inner or not (few or tall):
             self._count(self.skills)
             return None
         children = self._open(inner)
