@@ -38,7 +38,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 ADDED, EDITED, DELETED = 0.01, 0.005, 0.005
-TARGETS = {"calls_ratio": 0.03, "wall_ratio": 0.15, "recall_drop": 0.02}
+TARGETS = {"calls_ratio": 0.03, "wall_ratio": 0.10, "recall_drop": 0.02}  # a 1% change: ≤ 3% of the calls, ≤ 10% of the time
 
 
 def log(msg: str) -> None:

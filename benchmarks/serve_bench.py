@@ -137,6 +137,7 @@ def bench(name: str, tree: Path, questions: list[dict], p: int) -> dict:
         if (i + 1) % 20 == 0:
             log(f"  [{name}] {i + 1}/{len(questions)}")
     mean = lambda xs: sum(xs) / max(1, len(xs))  # noqa: E731
+    after = rss_mb()
     recall = {"routed": routed5, **flat_recall(opened, questions)}
     best = max(FLAT_METHODS, key=lambda m: mean(recall[m]))
     low, high = (round(x, 2) for x in ratio_interval(recall["routed"], recall[best]))
@@ -160,7 +161,7 @@ def bench(name: str, tree: Path, questions: list[dict], p: int) -> dict:
         "routed_to_best_flat": [round(mean(recall["routed"]) / (mean(recall[best]) or 1), 3), low, high],
         "load": {"open_s": round(open_s, 3), "first_question_s": round(first_s, 3),
                  "rss_mb_encoder_only": before["now"], "rss_mb_tree_loaded": loaded["now"],
-                 "rss_mb_after": rss_mb()["now"], "rss_mb_peak": rss_mb()["peak"]},
+                 "rss_mb_after": after["now"], "rss_mb_peak": after["peak"]},
     }
 
 

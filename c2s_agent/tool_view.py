@@ -84,18 +84,16 @@ class ToolView:
         tasks: list[tuple[str, list[str], list[str] | None]] = [(nav, terms, None) for nav, terms in asked]
         found: dict[str, list[Child]] = {}
         while tasks:
-            commands = [_children_command(nav, terms, names) for nav, terms, names in tasks]
-            batch = _batches(commands, 0, "; ")[0]
+            planned = [_children_command(nav, terms, names) for nav, terms, names in tasks]
+            batch = _batches([command for command, _ in planned], 0, "; ")[0]
             lines = self.tools.code_execution("; ".join(batch)).split("\n")
             left: list[tuple[str, list[str], list[str] | None]] = []
             cut = False
-            for nav, terms, names in tasks[:len(batch)]:
+            for (nav, terms, names), (_, reach) in zip(tasks[:len(batch)], planned):
                 if cut:  # an earlier node of the call was cut short: this one was not reached
                     left.append((nav, terms, names))
                     continue
                 n = len(terms)
-                # A listed node's loop counts all its sub-folders; a named one's, those that fit.
-                reach = None if names is None else _fitting_children(nav, names, terms)
                 if names is None:
                     listed = []
                     while lines and lines[0] and not lines[0].strip().isdigit() and not stop_line(lines[0]):
@@ -268,11 +266,14 @@ def _count_loops(pending: list[tuple[str, str]]) -> list[tuple[str, int]]:
     return [(count_loop(folders, terms), len(folders) * len(terms)) for folders, terms in loops]
 
 
-def _children_command(nav_file: str, terms: list[str], names: list[str] | None) -> str:
+def _children_command(nav_file: str, terms: list[str], names: list[str] | None) -> tuple[str, int | None]:
+    """A node's counting loop and how many of its named sub-folders it reaches: a listed node's
+    loop counts all its sub-folders (None), a named one's those that fit one command line."""
     folder = posixpath.dirname(nav_file)
     if names is None:
-        return children_loop(folder, terms)
-    return subfolders_loop([f"{folder}/{name}/" for name in names[:_fitting_children(nav_file, names, terms)]], terms)
+        return children_loop(folder, terms), None
+    reach = _fitting_children(nav_file, names, terms)
+    return subfolders_loop([f"{folder}/{name}/" for name in names[:reach]], terms), reach
 
 
 def _fitting_children(nav_file: str, names: list[str], terms: list[str]) -> int:
