@@ -280,12 +280,15 @@ def day_change(docs: list[dict], seed: int = 0) -> tuple[list[dict], dict]:
 
     rng = random.Random(seed)
     ids = [d["id"] for d in docs]
+    present = set(ids)
     n = len(ids)
     deleted = set(rng.sample(ids, max(1, round(n * DELETED))))
     kept = [i for i in ids if i not in deleted]
     edits = set(rng.sample(kept, max(1, round(n * EDITED))))
     # Copied from pages left as they are, so no added page repeats an edited page's new text.
-    originals = rng.sample([i for i in kept if i not in edits], max(1, round(n * ADDED)))
+    # (On a corpus changed before, not a page whose revised copy it already holds.)
+    originals = rng.sample([i for i in kept if i not in edits and f"{i}~revised" not in present],
+                           max(1, round(n * ADDED)))
     by_id = {d["id"]: d for d in docs}
     changed = [edited(d, rng) if d["id"] in edits else d for d in docs if d["id"] not in deleted]
     changed += [{**edited(by_id[i], rng), "id": f"{i}~revised"} for i in originals]
@@ -327,13 +330,17 @@ def incremental_step(name: str, home: Path, source: Path, args, cold: dict) -> d
 
 def change_only(args) -> dict:
     """``--change-home``: the change step alone on a home kept by an earlier run, whose result
-    (``--cold-json``) holds the cold compile it is measured against."""
+    (``--cold-json``) holds the cold compile it is measured against; on a home changed before,
+    another day's change on top of the last."""
     runs = json.loads(args.cold_json.read_text(encoding="utf-8"))["results"]
     home = args.change_home.resolve()
     cold = next((r for r in runs if Path(r["home"]).resolve() == home and "error" not in r), None)
     if cold is None:
         raise SystemExit(f"{args.cold_json}: no successful run in home {home}")
-    return {**cold, "incremental": incremental_step(cold["corpus"], home, Path(cold["source"]), args, cold)}
+    # The corpus as the home last compiled it: a home changed before changes again from there.
+    changed = home / "changed-corpus.jsonl"
+    source = changed if changed.exists() else Path(cold["source"])
+    return {**cold, "incremental": incremental_step(cold["corpus"], home, source, args, cold)}
 
 
 def stage_order(stages: dict) -> list[str]:
