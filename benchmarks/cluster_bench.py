@@ -10,6 +10,8 @@ evenly strided, deterministic sample of the largest size asked, each smaller siz
 
     .venv/bin/python benchmarks/cluster_bench.py                       # 2k, 4k, 8k, 20k items
     .venv/bin/python benchmarks/cluster_bench.py --sizes 2000,50000 --exact-up-to 20000 --json out.json
+    .venv/bin/python benchmarks/cluster_bench.py --vectors HOME/artifacts/debian/doc_vectors.npy \
+        --sizes 20000,35000,52988 --exact-up-to 0                  # a compile's own document vectors
 
 For each size N: k = ceil(N/p) clusters (p = 10, as a compile's level 1), the seconds each method
 takes, their mean cohesion (members' mean cosine to their cluster centroid, the compile's own
@@ -119,13 +121,22 @@ def main() -> None:
     parser.add_argument("--p", type=int, default=10, help="branching ratio: k = ceil(N/p)")
     parser.add_argument("--exact-up-to", type=int, default=max(DEFAULT_SIZES),
                         help="run exact K-Means only up to this many items (its time grows with N²)")
+    parser.add_argument("--vectors", type=Path, metavar="NPY",
+                        help="cluster these vectors instead (a compile's artifacts/<corpus>/doc_vectors.npy), "
+                             "each size strided from them")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
-    texts = package_descriptions()
-    print(f"{len(texts)} distinct Debian package descriptions; sizes {sizes}; p={args.p}", file=sys.stderr)
-    # One embedded sample at the largest size; smaller sizes are strided from it.
-    largest = hierarchy.normalise(embeddings(strided(texts, sizes[-1])))
+    if args.vectors:
+        largest = hierarchy.normalise(np.load(args.vectors))
+        if sizes[-1] > len(largest):
+            raise SystemExit(f"cluster_bench: {sizes[-1]} items asked for, {args.vectors} holds {len(largest)}")
+        print(f"{len(largest)} vectors from {args.vectors}; sizes {sizes}; p={args.p}", file=sys.stderr)
+    else:
+        texts = package_descriptions()
+        print(f"{len(texts)} distinct Debian package descriptions; sizes {sizes}; p={args.p}", file=sys.stderr)
+        # One embedded sample at the largest size; smaller sizes are strided from it.
+        largest = hierarchy.normalise(embeddings(strided(texts, sizes[-1])))
     rows = []
     header = f"{'items':>6} {'k':>5} {'stages':>6} {'blocks':>6} {'exact s':>8} {'blocked s':>9} {'speedup':>7} " \
              f"{'exact coh':>9} {'blocked coh':>11} {'delta':>7} {'2-stage s':>9} {'2-stage coh':>11}"

@@ -38,6 +38,14 @@ def kmeans(vectors: np.ndarray, n_clusters: int) -> np.ndarray:
     return np.array([order[label] for label in raw.tolist()], dtype=np.int64)
 
 
+def members_by_label(labels: np.ndarray, n_labels: int) -> list[list[int]]:
+    """Item indexes per label 0..n_labels-1, ascending: one sort, not a pass over the items per
+    label (at level 1 that is N·k)."""
+    order = np.argsort(labels, kind="stable")
+    bounds = np.searchsorted(labels[order], np.arange(n_labels + 1))
+    return [order[lo:hi].tolist() for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
 EXACT_KMEANS_ITEMS = 2000  # above this, K-Means runs in stages (blocked_kmeans)
 STAGE_FANOUT = 45  # the most groups one stage's K-Means makes, about: 45² = 2,025 clusters in two stages
 

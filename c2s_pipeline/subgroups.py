@@ -35,7 +35,7 @@ from c2s_core.navrows import ROW_STYLES, DocCard, doc_row, group_row
 from c2s_core.text import clip, content_tokens
 
 from .forest import SUBGROUP_LEVEL, Forest, Node, assign_names, safe_name
-from .hierarchy import kmeans, normalise
+from .hierarchy import kmeans, members_by_label, normalise
 from .render import NAV_FILE_TARGET_BYTES
 
 SUBGROUPS_FILE = "subgroups.json"  # the compile's artifact: the sub-groups of the staged tree
@@ -154,7 +154,7 @@ def partition(unit: np.ndarray, count: int) -> list[list[int]]:
     with warnings.catch_warnings():  # near-duplicates may give K-Means fewer distinct clusters: handled below
         warnings.simplefilter("ignore", ConvergenceWarning)
         labels = kmeans(unit, count)
-    parts = [np.flatnonzero(labels == c).tolist() for c in range(int(labels.max()) + 1)]
+    parts = members_by_label(labels, int(labels.max()) + 1)
     mean = math.ceil(len(unit) / count)
     # Never the whole (identical vectors make one K-Means part), and never most of it.
     cap = max(1, min(len(unit) - 1, OVERSIZE * mean, math.ceil(MAX_PART_SHARE * len(unit))))

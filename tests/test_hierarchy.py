@@ -97,6 +97,11 @@ def test_blocked_kmeans_is_about_as_cohesive_as_exact(passages):
     assert blocked_cohesion >= exact_cohesion - 0.01, (blocked_cohesion, exact_cohesion)
 
 
+def test_members_by_label_lists_each_labels_items_in_order_empty_labels_included():
+    labels = np.array([2, 0, 2, 3, 0, 2])
+    assert hierarchy.members_by_label(labels, 5) == [[1, 4], [], [0, 2, 5], [3], []]
+
+
 def test_stages_grow_with_log_k_and_blocks_balance_them():
     assert [hierarchy.stage_count(k) for k in (2, 100, 2000, 2025, 2026, 5000, 91125, 91126)] == [2, 2, 2, 2, 3, 3, 3, 4]
     # Two stages: about sqrt(k) blocks; three: about the cube root.

@@ -285,7 +285,7 @@ def clusters(stage: Stage, workspace: WorkspaceResource, encoder: EncoderResourc
             raise Failure(description=f"corpus '{spec.name}' needs more than {MAX_LEVELS} levels at p={spec.p}, "
                           f"k={spec.k} ({len(item_ids)} items at level {number}); raise --p or --k")
         labels = hierarchy.kmeans(vectors, n_clusters)
-        found = [np.flatnonzero(labels == c).tolist() for c in range(n_clusters)]
+        found = hierarchy.members_by_label(labels, n_clusters)
         # A cluster too crowded for one nav file (at level 1 its documents' rows, above its
         # children's): siblings that each fit.
         unit = hierarchy.normalise(vectors)
@@ -417,9 +417,15 @@ def _repartition_requests(p: int, level: int, summarised: pl.DataFrame, vectors:
     cohesion = hierarchy.cohesion(vectors, idx_groups)
     pairs = hierarchy.similar_pairs(vectors, idx_groups)
     rows = list(summarised.iter_rows(named=True))
+    batches = hierarchy.proximity_batches(vectors, idx_groups, REPARTITION_BATCH)
+    # A pair is shown in the batch holding both its clusters, if one does (one pass over the pairs).
+    batch_of = {i: b for b, batch in enumerate(batches) for i in batch}
+    pairs_in: list[list[tuple[int, int, float]]] = [[] for _ in batches]
+    for a, b, s in pairs:
+        if batch_of[a] == batch_of[b]:
+            pairs_in[batch_of[a]].append((a, b, s))
     requests = []
-    for batch in hierarchy.proximity_batches(vectors, idx_groups, REPARTITION_BATCH):
-        inside = set(batch)
+    for batch, batch_pairs in zip(batches, pairs_in):
         requests.append(RepartitionInput(
             level=level,
             branching=p,
@@ -428,7 +434,7 @@ def _repartition_requests(p: int, level: int, summarised: pl.DataFrame, vectors:
                                          cohesion=round(cohesion[i], 4),
                                          **repartition_members(rows[i]["members"], titles)) for i in batch],
             similar_pairs=[SimilarPair(a=rows[a]["node_id"], b=rows[b]["node_id"], similarity=round(s, 4))
-                           for a, b, s in pairs if a in inside and b in inside],
+                           for a, b, s in batch_pairs],
         ))
     return requests
 
@@ -485,7 +491,7 @@ def apply_verdicts(groups: list[tuple[str, list[str]]], verdicts: list[Repartiti
             if node_id not in members:
                 outcome.ignored.append(f"mixed verdict for unknown cluster {node_id}")
                 continue
-            if node_id in outcome.touched | touched_now or len(members[node_id]) < 4:
+            if node_id in outcome.touched or node_id in touched_now or len(members[node_id]) < 4:
                 continue
             if max_clusters is not None and len(members) + 1 > max_clusters:
                 continue  # a split would push the top level to k clusters or more
@@ -503,7 +509,7 @@ def apply_verdicts(groups: list[tuple[str, list[str]]], verdicts: list[Repartiti
             if a not in members or b not in members:
                 outcome.ignored.append(f"confusable pair with unknown cluster: {a}, {b}")
                 continue
-            if {a, b} & (outcome.touched | touched_now) or a == b:
+            if {a, b} & outcome.touched or {a, b} & touched_now or a == b:
                 continue
             union = members[a] + members[b]
             if len(union) <= 2 * p and fits(union):
