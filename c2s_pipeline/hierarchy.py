@@ -171,13 +171,17 @@ def similar_pairs(vectors: np.ndarray, groups: list[list[int]], per_cluster: int
     if len(groups) < 2:
         return []
     cents = centroids(vectors, groups)
+    nearest = min(per_cluster, len(groups) - 1)  # never a cluster paired with itself
     pairs: dict[tuple[int, int], float] = {}
     for lo, hi in _row_blocks(len(groups), len(groups)):
         sims = cents[lo:hi] @ cents.T
         sims[np.arange(hi - lo), np.arange(lo, hi)] = -np.inf
-        for i in range(lo, hi):
-            for j in np.argsort(-sims[i - lo])[:per_cluster]:
-                a, b = sorted((i, int(j)))
+        top = np.argpartition(-sims, nearest - 1, axis=1)[:, :nearest]  # each row's nearest, unordered
+        top_sims = np.take_along_axis(sims, top, axis=1)
+        top = np.take_along_axis(top, np.lexsort((top, -top_sims), axis=1), axis=1)  # most similar first
+        for i, row in zip(range(lo, hi), top.tolist()):
+            for j in row:
+                a, b = sorted((i, j))
                 # Row a lies in an earlier block when i == b: that pair, if new, is computed alone.
                 pairs.setdefault((a, b), float(sims[a - lo, b]) if a >= lo else float(cents[a] @ cents[b]))
     return sorted(((a, b, s) for (a, b), s in pairs.items()), key=lambda t: (-t[2], t[0], t[1]))

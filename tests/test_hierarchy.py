@@ -168,6 +168,12 @@ def test_placement_and_similar_pairs_in_blocks_match_one_product(passages, monke
     assert np.allclose([s for _, _, s in pairs], [s for _, _, s in whole_pairs], atol=1e-6)
 
 
+def test_two_clusters_make_one_similar_pair_never_a_cluster_with_itself():
+    vectors = blobs([0, 1], per=5)
+    pairs = hierarchy.similar_pairs(vectors, [list(range(5)), list(range(5, 10))])
+    assert [(a, b) for a, b, _ in pairs] == [(0, 1)] and np.isfinite(pairs[0][2])
+
+
 def test_proximity_batches_respect_the_limit_and_cover_every_cluster():
     vectors = blobs(list(range(16)) * 2, per=4)
     groups = [list(range(i * 4, i * 4 + 4)) for i in range(32)]
