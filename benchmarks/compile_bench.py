@@ -280,16 +280,15 @@ def day_change(docs: list[dict], seed: int = 0) -> tuple[list[dict], dict]:
 
     rng = random.Random(seed)
     ids = [d["id"] for d in docs]
-    present = set(ids)
+    by_id = {d["id"]: d for d in docs}
     n = len(ids)
     deleted = set(rng.sample(ids, max(1, round(n * DELETED))))
     kept = [i for i in ids if i not in deleted]
     edits = set(rng.sample(kept, max(1, round(n * EDITED))))
     # Copied from pages left as they are, so no added page repeats an edited page's new text.
     # (On a corpus changed before, not a page whose revised copy it already holds.)
-    originals = rng.sample([i for i in kept if i not in edits and f"{i}~revised" not in present],
+    originals = rng.sample([i for i in kept if i not in edits and f"{i}~revised" not in by_id],
                            max(1, round(n * ADDED)))
-    by_id = {d["id"]: d for d in docs}
     changed = [edited(d, rng) if d["id"] in edits else d for d in docs if d["id"] not in deleted]
     changed += [{**edited(by_id[i], rng), "id": f"{i}~revised"} for i in originals]
     return changed, {"added": len(originals), "edited": len(edits), "deleted": len(deleted)}
