@@ -383,13 +383,14 @@ def bench_corpus(name: str, source: Path, args, info: dict | None = None) -> dic
             if error:
                 result["warm_error"] = error
                 log(f"[{name}] warm compile FAILED: {error}")
-        log(f"[{name}] compiles done; encoder alone ...")
-        doc_texts, level_texts = embedded_texts(art)
-        enc = time_encoder(doc_texts, level_texts, args.encoder_repeats)
-        log(f"[{name}] encoder {enc['seconds']:.1f}s on {enc['texts']} texts")
+        enc = None
+        if not args.skip_encoder:
+            log(f"[{name}] compiles done; encoder alone ...")
+            doc_texts, level_texts = embedded_texts(art)
+            enc = time_encoder(doc_texts, level_texts, args.encoder_repeats)
+            log(f"[{name}] encoder {enc['seconds']:.1f}s on {enc['texts']} texts")
+            enc["matches_compile"] = enc["texts"] == cold["stats"]["embeddings"]["computed"]
         result["load_after"] = [round(x, 2) for x in os.getloadavg()]
-        cold_emb = cold["stats"]["embeddings"]
-        enc["matches_compile"] = enc["texts"] == cold_emb["computed"]
         result.update(
             stats=cold["stats"],
             checks=cold["checks"],
@@ -399,7 +400,7 @@ def bench_corpus(name: str, source: Path, args, info: dict | None = None) -> dic
             if warm else {},
             encoder=enc,
             stage_sum_s=round(sum(s["seconds"] for s in cold["stages"].values()), 3),
-            ratio=round(cold_s / enc["seconds"], 2) if enc["seconds"] else None,
+            ratio=round(cold_s / enc["seconds"], 2) if enc and enc["seconds"] else None,
             ratio_in_compile=round(cold_s / meter.encode_s, 2) if meter.encode_s else None,
         )
         if args.change:  # last: it rewrites the artifacts the encoder pass reads
@@ -480,18 +481,21 @@ def report(r: dict) -> str:
     if r.get("warm_s") is not None:
         out.append(f"total warm (wall)     {r['warm_s']:8.2f} s   (llm calls {wt.get('llm_calls')}, "
                    f"embeddings {wt.get('embeddings')})")
-    repeats = f"fastest of {len(enc['runs_s'])} runs {enc['runs_s']}; " if len(enc["runs_s"]) > 1 else ""
-    same = "same count as" if enc["matches_compile"] else "DIFFERENT count from"
-    out.append(f"encoder only          {enc['seconds']:8.2f} s   ({enc['doc_texts']} document texts "
-               f"{enc['docs_s']:.2f} s + {enc['level_texts']} node texts {enc['levels_s']:.2f} s; "
-               f"model load {enc['model_load_s']:.2f} s excluded; {repeats}"
-               f"{same} the compile's {st['embeddings']['computed']} computed embeddings)")
+    if enc is None:
+        out.append("encoder only          not timed (--skip-encoder)")
+    else:
+        repeats = f"fastest of {len(enc['runs_s'])} runs {enc['runs_s']}; " if len(enc["runs_s"]) > 1 else ""
+        same = "same count as" if enc["matches_compile"] else "DIFFERENT count from"
+        out.append(f"encoder only          {enc['seconds']:8.2f} s   ({enc['doc_texts']} document texts "
+                   f"{enc['docs_s']:.2f} s + {enc['level_texts']} node texts {enc['levels_s']:.2f} s; "
+                   f"model load {enc['model_load_s']:.2f} s excluded; {repeats}"
+                   f"{same} the compile's {st['embeddings']['computed']} computed embeddings)")
     inc = r["encoder_in_compile"]
     out.append(f"encoder inside cold   {inc['encode_s']:8.2f} s   ({inc['calls']} encode calls, {inc['texts']} texts, "
                f"plus model load {inc['model_load_s']:.2f} s; the rest of the cold compile: "
                f"{r['cold_s'] - inc['encode_s'] - inc['model_load_s']:.2f} s)")
-    out.append(f"ratio compile/encoder {r['ratio']:8.2f}   (cold wall / encoder only; against the encode time "
-               f"measured inside the same cold compile: {r['ratio_in_compile']:.2f})")
+    out.append(f"ratio compile/encoder {_num(r['ratio'], '8.2f')}   (cold wall / encoder only; against the encode "
+               f"time measured inside the same cold compile: {r['ratio_in_compile']:.2f})")
     if "peak_rss_mb" in r:
         out.append(f"peak RSS after the cold compile: {r['peak_rss_mb']['process']:,.0f} MB (benchmark process, "
                    f"the compile in it), {r['peak_rss_mb']['children']:,.0f} MB (largest child process)")
@@ -522,14 +526,24 @@ def summary_line(r: dict) -> str:
     if "error" in r:
         return f"{r['corpus']}: FAILED cold_s={r['cold_s']:.1f} error={r['error']!r}"
     return (f"{r['corpus']}: docs={r['stats']['documents']['accepted']} cold_s={r['cold_s']:.2f} "
-            f"warm_s={r['warm_s'] if r.get('warm_s') is None else round(r['warm_s'], 2)} encoder_s={r['encoder']['seconds']:.2f} ratio={r['ratio']:.2f} "
+            f"warm_s={r['warm_s'] if r.get('warm_s') is None else round(r['warm_s'], 2)} "
+            f"encoder_s={_num(_encoder_s(r), '.2f')} ratio={_num(r['ratio'], '.2f')} "
             f"peak_rss_mb={r['peak_rss_mb']['process']:.0f} "
             f"(in-compile encode_s={r['encoder_in_compile']['encode_s']:.2f} ratio={r['ratio_in_compile']:.2f})")
 
 
-def growth_exponent(n1: float, t1: float, n2: float, t2: float) -> float | None:
+def _encoder_s(r: dict) -> float | None:
+    """The encoder-alone seconds of a run (None where ``--skip-encoder`` left it out)."""
+    return r["encoder"]["seconds"] if r.get("encoder") else None
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def growth_exponent(n1: float, t1: float | None, n2: float, t2: float | None) -> float | None:
     """``a`` in t ∝ N^a between two sizes."""
-    if min(n1, n2, t1, t2) <= 0 or n1 == n2:
+    if t1 is None or t2 is None or min(n1, n2, t1, t2) <= 0 or n1 == n2:
         return None
     return math.log(t2 / t1) / math.log(n2 / n1)
 
@@ -564,8 +578,8 @@ def growth_report(paths: list[Path]) -> str:
     head = ["", *[f"{n:,} docs" for n in sizes], *step_names]
     rows = [
         ["cold compile s", *[f"{r['cold_s']:.0f}" for r in runs], *exps([r["cold_s"] for r in runs])],
-        ["encoder alone s", *[f"{r['encoder']['seconds']:.0f}" for r in runs], *exps([r["encoder"]["seconds"] for r in runs])],
-        ["ratio compile / encoder", *[f"{r['ratio']:.2f}" for r in runs], *[""] * len(steps)],
+        ["encoder alone s", *[_num(_encoder_s(r), ".0f") for r in runs], *exps([_encoder_s(r) for r in runs])],
+        ["ratio compile / encoder", *[_num(r["ratio"], ".2f") for r in runs], *[""] * len(steps)],
         ["ratio (encode inside)", *[f"{r['ratio_in_compile']:.2f}" for r in runs], *[""] * len(steps)],
         ["peak RSS MB", *[f"{r['peak_rss_mb']['process']:,.0f}" for r in runs],
          *exps([r["peak_rss_mb"]["process"] for r in runs])],
@@ -613,6 +627,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--k", type=int, default=None, help="top-level threshold (default: CorpusSpec's)")
     ap.add_argument("--encoder-repeats", type=int, default=1,
                     help="time the encoder-only pass N times and keep the fastest (default 1)")
+    ap.add_argument("--skip-encoder", action="store_true",
+                    help="no encoder-alone pass (a stage growth run: the ratio to the encoder is left out)")
     ap.add_argument("--provider", default="offline")
     ap.add_argument("--model", default="")
     ap.add_argument("--tmp-dir", default=None, help="where the temporary c2s homes go")

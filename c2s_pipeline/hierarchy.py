@@ -204,7 +204,7 @@ def proximity_batches(vectors: np.ndarray, groups: list[list[int]], batch_size: 
 def new_node_id(taken: set[str]) -> str:
     """The next unused id of a level (``L<level>-<nnnn>``, the level read from ``taken``); it is
     added to ``taken`` so ids of clusters merged away are never handed out again."""
-    prefix = min(taken).split("-")[0]
+    prefix = next(iter(taken)).split("-")[0]  # every id of a level has its prefix
     number = len(taken)
     while f"{prefix}-{number:04d}" in taken:
         number += 1

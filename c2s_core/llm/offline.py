@@ -48,6 +48,12 @@ class OfflineProvider:
     name = "offline"
     model = "extractive"
 
+    def __init__(self) -> None:
+        # The last batch of summaries' terms, by item: repartition re-summarises the clusters it
+        # touched right after its level's summaries, against the same siblings, so only the
+        # touched clusters' terms are new. One level's worth is held at a time.
+        self._last_terms: dict[str, Counter[str]] = {}
+
     def prompt_version(self, task: str) -> str:
         return PROMPT_VERSIONS[task]
 
@@ -64,7 +70,11 @@ class OfflineProvider:
     # -- cluster summaries ---------------------------------------------------------------------
     def summaries(self, items: Sequence[ClusterInput], only: Sequence[int],
                   on_result: OnResult | None = None) -> dict[int, ClusterSummary]:
-        classes = [_cluster_terms(item) for item in items]
+        keys = [sha256_hex(item.model_dump_json()) for item in items]
+        terms = {key: self._last_terms[key] if key in self._last_terms else _cluster_terms(item)
+                 for key, item in zip(keys, items)}
+        self._last_terms = terms
+        classes = [terms[key] for key in keys]
         # A term every sibling uses (the product's own name, say) tells siblings apart by nothing.
         everywhere = set.intersection(*(set(c) for c in classes)) if len(classes) > 1 else set()
         weights = class_tfidf([Counter({t: n for t, n in c.items() if t not in everywhere}) for c in classes])

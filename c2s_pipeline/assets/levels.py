@@ -290,6 +290,10 @@ def clusters(stage: Stage, workspace: WorkspaceResource, encoder: EncoderResourc
         # children's): siblings that each fit.
         unit = hierarchy.normalise(vectors)
         row_bytes = level.row_bytes(art, item_ids)
+        # Repartition keeps its clusters within one nav file by the same rows.
+        art.write_table(art.level(number, "row_bytes.parquet"),
+                        pl.DataFrame({"item_id": item_ids, "row_bytes": row_bytes},
+                                     schema={"item_id": pl.String, "row_bytes": pl.Int64}))
         found = [part for members in found for part in fitting_parts(members, row_bytes, unit)]
         top = len(found) <= spec.k
         groups = [(f"L{number}-{c:04d}", [item_ids[i] for i in members]) for c, members in enumerate(found)]
@@ -379,8 +383,12 @@ def repartition(stage: Stage, workspace: WorkspaceResource, llm: LLMResource):
                                      dict(zip(item_ids, item_titles)))
     runner = stage.runner(llm)
     verdicts = runner.run("repartition", requests, RepartitionVerdict)
-    # Clusters stay within one nav file (as the clusters stage made them).
-    row_bytes = Level.of(level).row_bytes(art, item_ids)
+    # Clusters stay within one nav file, by the rows the clusters stage measured.
+    rows = art.read_table(art.level(level, "row_bytes.parquet"))
+    if rows["item_id"].to_list() != item_ids:
+        raise Failure(description=f"{stage.name}: the clusters stage's row sizes are of other items; "
+                      f"rematerialize clusters_l{level}")
+    row_bytes = rows["row_bytes"].to_list()
     outcome = apply_verdicts(groups, verdicts, vectors, item_index, spec.p,
                              max_clusters=spec.k if status["top"] else None, row_bytes=row_bytes)
     for warning in outcome.ignored:
