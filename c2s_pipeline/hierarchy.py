@@ -4,6 +4,7 @@ embedding evidence for verify-and-repartition, and applying its verdicts."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -110,13 +111,27 @@ def centroids(vectors: np.ndarray, groups: list[list[int]]) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Placement:
-    """Where one item sits: its primary cluster and, if within ``tau``, a runner-up."""
+    """Where one item sits: its primary cluster, its nearest other cluster (the runner-up when
+    within ``tau`` of the primary), and their similarities."""
 
     item: int
     primary: int
     similarity: float
-    runner_up: int | None
-    runner_up_similarity: float | None
+    nearest: int | None
+    nearest_similarity: float | None
+    tau: float
+
+    @property
+    def runner_up(self) -> int | None:
+        return self.nearest if self.is_soft else None
+
+    @property
+    def runner_up_similarity(self) -> float | None:
+        return self.nearest_similarity if self.is_soft else None
+
+    @property
+    def is_soft(self) -> bool:
+        return self.nearest is not None and self.similarity - self.nearest_similarity < self.tau
 
 
 SIMILARITY_BLOCK_FLOATS = 1 << 22  # items x centroids similarities held at once (16 MB of float32)
@@ -131,31 +146,82 @@ def _row_blocks(rows: int, columns: int):
         yield start, min(rows, start + step)
 
 
-def place(vectors: np.ndarray, groups: list[list[int]], tau: float) -> list[Placement]:
-    """Soft assignment: an item whose best other centroid is within ``tau`` cosine of its own
-    cluster's keeps its primary place and is also listed (as an @see stub) in the runner-up."""
-    cents = centroids(vectors, groups)
-    unit = normalise(vectors)
-    primary = np.full(len(unit), -1, dtype=np.int64)
+def _primary(n_items: int, groups: list[list[int]]) -> np.ndarray:
+    """Each item's group index (-1: in no group)."""
+    primary = np.full(n_items, -1, dtype=np.int64)
     for g, members in enumerate(groups):
         primary[members] = g
+    return primary
+
+
+def _nearest_among(unit: np.ndarray, cents: np.ndarray, primary: np.ndarray, rows: np.ndarray,
+                   columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each of ``rows``, the most similar of the centroids ``columns`` other than its own:
+    (centroid index, similarity), (-1, -inf) where there is none."""
+    best = np.full(len(rows), -1, dtype=np.int64)
+    best_sim = np.full(len(rows), -np.inf, dtype=np.float32)
+    if len(columns) == 0 or len(rows) == 0:
+        return best, best_sim
+    column_of = np.full(len(cents), -1, dtype=np.int64)
+    column_of[columns] = np.arange(len(columns))
+    own_column = column_of[primary[rows]]
+    chosen = cents[columns]
+    for lo, hi in _row_blocks(len(rows), len(columns)):
+        sims = unit[rows[lo:hi]] @ chosen.T
+        has_own = np.flatnonzero(own_column[lo:hi] >= 0)
+        sims[has_own, own_column[lo:hi][has_own]] = -np.inf
+        top = np.argmax(sims, axis=1)
+        best[lo:hi] = np.where(np.isfinite(sims[np.arange(hi - lo), top]), columns[top], -1)
+        best_sim[lo:hi] = sims[np.arange(hi - lo), top]
+    return best, best_sim
+
+
+def _placements(unit: np.ndarray, cents: np.ndarray, primary: np.ndarray, items: np.ndarray, nearest: np.ndarray,
+                nearest_sim: np.ndarray, tau: float) -> list[Placement]:
+    own = np.einsum("ij,ij->i", unit[items], cents[primary[items]])
+    return [Placement(item, int(primary[item]), float(s), int(n) if n >= 0 else None,
+                      float(ns) if n >= 0 else None, tau)
+            for item, s, n, ns in zip(items.tolist(), own.tolist(), nearest.tolist(), nearest_sim.tolist())]
+
+
+def place(vectors: np.ndarray, groups: list[list[int]], tau: float) -> list[Placement]:
+    """Soft assignment: an item whose nearest other centroid is within ``tau`` cosine of its own
+    cluster's keeps its primary place and is also listed (as an @see stub) in that runner-up.
+    Every item is compared with every centroid (N·k, as BLAS products a block at a time)."""
+    cents = centroids(vectors, groups)
+    unit = normalise(vectors)
+    primary = _primary(len(unit), groups)
     items = np.flatnonzero(primary >= 0)  # items in no group get no placement
-    out = []
-    for lo, hi in _row_blocks(len(items), len(groups)):
-        rows = items[lo:hi]
-        sims = unit[rows] @ cents.T
-        at = np.arange(len(rows))
-        own = sims[at, primary[rows]].copy()
-        if len(groups) > 1:
-            sims[at, primary[rows]] = -np.inf
-            best = np.argmax(sims, axis=1)
-            best_sim = sims[at, best]
-        for r, item in enumerate(rows.tolist()):
-            runner_up, runner_sim = None, None
-            if len(groups) > 1 and float(own[r]) - float(best_sim[r]) < tau:
-                runner_up, runner_sim = int(best[r]), float(best_sim[r])
-            out.append(Placement(item, int(primary[item]), float(own[r]), runner_up, runner_sim))
-    return out
+    nearest, nearest_sim = _nearest_among(unit, cents, primary, items, np.arange(len(groups)))
+    return _placements(unit, cents, primary, items, nearest, nearest_sim, tau)
+
+
+def place_again(vectors: np.ndarray, groups: list[list[int]], tau: float, kept: Sequence[bool],
+                nearest_before: Sequence[int], nearest_sim_before: Sequence[float]) -> list[Placement]:
+    """:func:`place` after some groups changed, exactly, comparing most items with the changed
+    centroids only. ``kept[g]``: group ``g`` has the same members as before (so the same
+    centroid); ``nearest_before[i]``: item ``i``'s nearest other group before, by its index now,
+    or -1 where that group changed or is gone. An item of a kept group whose nearest other group
+    was kept has the same nearest among the kept groups (it was the nearest of them all), so only
+    the changed centroids can displace it; every other item is compared with every centroid."""
+    cents = centroids(vectors, groups)
+    unit = normalise(vectors)
+    primary = _primary(len(unit), groups)
+    kept_groups = np.asarray(kept, dtype=bool)
+    before = np.asarray(nearest_before, dtype=np.int64)
+    items = np.flatnonzero(primary >= 0)
+    known = kept_groups[primary[items]] & (before[items] >= 0)
+    nearest = np.full(len(items), -1, dtype=np.int64)
+    nearest_sim = np.full(len(items), -np.inf, dtype=np.float32)
+    whole = np.flatnonzero(~known)
+    nearest[whole], nearest_sim[whole] = _nearest_among(unit, cents, primary, items[whole], np.arange(len(groups)))
+    again = np.flatnonzero(known)
+    changed, changed_sim = _nearest_among(unit, cents, primary, items[again], np.flatnonzero(~kept_groups))
+    kept_sim = np.asarray(nearest_sim_before, dtype=np.float32)[items[again]]
+    closer = changed_sim > kept_sim
+    nearest[again] = np.where(closer, changed, before[items[again]])
+    nearest_sim[again] = np.where(closer, changed_sim, kept_sim)
+    return _placements(unit, cents, primary, items, nearest, nearest_sim, tau)
 
 
 def cohesion(vectors: np.ndarray, groups: list[list[int]]) -> list[float]:

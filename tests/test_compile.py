@@ -166,7 +166,7 @@ def test_manifest_contract(compiled):
     assert set(stats["llm_calls"]) >= {"made", "cached"} and set(stats["embeddings"]) >= {"computed", "cached"}
     assert stats["nav_files"] == len(nav_files(compiled.out))
     assert stats["nav_bytes"]["max"] == max(f.stat().st_size for f in nav_files(compiled.out))
-    assert all(m["checks"][c]["passed"] for c in m["checks"] if c != "nav_file_sizes")
+    assert all(check["passed"] for check in m["checks"].values()), m["checks"]  # nav files within 4 KB too
     assert {"documents", "doc_cards", "doc_embeddings", "clusters_l1", "summaries_l1",
             "repartition_l1", "entities", "staged_tree"} <= set(m["stages"])
 

@@ -168,6 +168,37 @@ def test_placement_and_similar_pairs_in_blocks_match_one_product(passages, monke
     assert np.allclose([s for _, _, s in pairs], [s for _, _, s in whole_pairs], atol=1e-6)
 
 
+def test_placing_again_after_some_clusters_changed_equals_placing_from_scratch(passages):
+    """Repartition changes a few clusters; comparing most items with the changed centroids only
+    gives every item the nearest other cluster and runner-up a full placement gives it."""
+    k = hierarchy.cluster_count(len(passages), 10)
+    before = _groups(hierarchy.kmeans(passages, k))
+    placed = hierarchy.place(passages, before, tau=0.05)
+    after = [list(g) for g in before]
+    after[0] = after[0] + after[1]  # a merge: group 1 is gone
+    after[1] = []
+    after[2], moved = after[2][1:], after[2][0]  # a move
+    after[3] = after[3] + [moved]
+    half = len(after[4]) // 2  # a split into a new group at the end
+    after[4], new_group = after[4][:half], after[4][half:]
+    after = [g for g in after if g] + [new_group]
+    position = {tuple(sorted(g)): i for i, g in enumerate(after)}
+    old_to_new = {i: position.get(tuple(sorted(g)), -1) for i, g in enumerate(before)}
+    kept = [position.get(tuple(sorted(g))) is not None and tuple(sorted(g)) in {tuple(sorted(b)) for b in before}
+            for g in after]
+    nearest = np.array([old_to_new[p.nearest] for p in placed])
+    similarity = np.array([p.nearest_similarity for p in placed])
+    assert not all(kept) and sum(kept) == len(after) - 5
+    again = hierarchy.place_again(passages, after, 0.05, kept, nearest, similarity)
+    fresh = hierarchy.place(passages, after, tau=0.05)
+    assert [(p.item, p.primary, p.nearest, p.runner_up) for p in again] == \
+        [(p.item, p.primary, p.nearest, p.runner_up) for p in fresh]
+    assert np.allclose([p.nearest_similarity for p in again], [p.nearest_similarity for p in fresh], atol=1e-6)
+    assert any(p.runner_up is not None for p in fresh)
+    # Most items were compared with the five changed centroids only: their nearest came from before.
+    assert sum(kept[p.primary] and nearest[p.item] >= 0 for p in again) > len(passages) // 2
+
+
 def test_two_clusters_make_one_similar_pair_never_a_cluster_with_itself():
     vectors = blobs([0, 1], per=5)
     pairs = hierarchy.similar_pairs(vectors, [list(range(5)), list(range(5, 10))])

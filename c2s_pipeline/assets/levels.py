@@ -232,14 +232,39 @@ def summary_rows(groups: list[tuple[str, list[str]]], inputs: list[ClusterInput]
 
 
 def placement_rows(placements: list[hierarchy.Placement], item_ids: list[str], node_ids: list[str]) -> pl.DataFrame:
+    """One row per placed item: its cluster, its runner-up (an @see stub) if within tau, and its
+    nearest other cluster whatever the distance (what placing it again after repartition reuses)."""
+    def node(index: int | None) -> str | None:
+        return node_ids[index] if index is not None else None
+
     return pl.DataFrame({
         "item_id": [item_ids[p.item] for p in placements],
         "node_id": [node_ids[p.primary] for p in placements],
         "similarity": [p.similarity for p in placements],
-        "runner_up": [node_ids[p.runner_up] if p.runner_up is not None else None for p in placements],
+        "runner_up": [node(p.runner_up) for p in placements],
         "runner_up_similarity": [p.runner_up_similarity for p in placements],
+        "nearest": [node(p.nearest) for p in placements],
+        "nearest_similarity": [p.nearest_similarity for p in placements],
     }, schema={"item_id": pl.String, "node_id": pl.String, "similarity": pl.Float64,
-               "runner_up": pl.String, "runner_up_similarity": pl.Float64})
+               "runner_up": pl.String, "runner_up_similarity": pl.Float64,
+               "nearest": pl.String, "nearest_similarity": pl.Float64})
+
+
+def place_after_repartition(vectors: np.ndarray, before: list[tuple[str, list[str]]],
+                            after: list[tuple[str, list[str]]], placed_before: pl.DataFrame,
+                            item_index: dict[str, int], tau: float) -> list[hierarchy.Placement]:
+    """The soft assignment of the repartitioned clusters, from the clusters stage's: only the
+    clusters repartition changed are new centroids (:func:`~..hierarchy.place_again`)."""
+    members_before = {node_id: set(members) for node_id, members in before}
+    kept = [set(members) == members_before.get(node_id) for node_id, members in after]
+    position = {node_id: g for g, ((node_id, _), unchanged) in enumerate(zip(after, kept)) if unchanged}
+    nearest = np.full(len(item_index), -1, dtype=np.int64)
+    similarity = np.full(len(item_index), -np.inf)
+    for item, node_id, sim in placed_before.select("item_id", "nearest", "nearest_similarity").iter_rows():
+        if node_id in position:
+            nearest[item_index[item]], similarity[item_index[item]] = position[node_id], sim
+    groups = [[item_index[m] for m in members] for _, members in after]
+    return hierarchy.place_again(vectors, groups, tau, kept, nearest, similarity)
 
 
 def _unused(stage: Stage, why: str):
@@ -402,7 +427,9 @@ def repartition(stage: Stage, workspace: WorkspaceResource, llm: LLMResource):
     found = [fresh.get(i) or _kept_summary(old[g[0]]) for i, g in enumerate(final_groups)]
     frame = summary_rows(final_groups, inputs, found)
     node_ids = [g[0] for g in final_groups]
-    placements = hierarchy.place(vectors, [[item_index[m] for m in g[1]] for g in final_groups], spec.tau)
+    placements = place_after_repartition(vectors, groups, final_groups,
+                                         art.read_table(art.level(level, "clusters_placements.parquet")),
+                                         item_index, spec.tau)
     place_frame = placement_rows(placements, item_ids, node_ids)
     art.write_table(art.level(level, "repartitioned.parquet"), frame)
     art.write_table(art.level(level, "repartitioned_placements.parquet"), place_frame)
