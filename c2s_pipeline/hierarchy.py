@@ -187,13 +187,10 @@ def _placements(unit: np.ndarray, cents: np.ndarray, primary: np.ndarray, items:
 def place(vectors: np.ndarray, groups: list[list[int]], tau: float) -> list[Placement]:
     """Soft assignment: an item whose nearest other centroid is within ``tau`` cosine of its own
     cluster's keeps its primary place and is also listed (as an @see stub) in that runner-up.
-    Every item is compared with every centroid (N·k, as BLAS products a block at a time)."""
-    cents = centroids(vectors, groups)
-    unit = normalise(vectors)
-    primary = _primary(len(unit), groups)
-    items = np.flatnonzero(primary >= 0)  # items in no group get no placement
-    nearest, nearest_sim = _nearest_among(unit, cents, primary, items, np.arange(len(groups)))
-    return _placements(unit, cents, primary, items, nearest, nearest_sim, tau)
+    Every item is compared with every centroid (N·k, as BLAS products a block at a time): it is
+    :func:`place_again` with no group kept from before."""
+    return place_again(vectors, groups, tau, kept=[False] * len(groups),
+                       nearest_before=np.full(len(vectors), -1), nearest_sim_before=np.full(len(vectors), -np.inf))
 
 
 def place_again(vectors: np.ndarray, groups: list[list[int]], tau: float, kept: Sequence[bool],
@@ -209,7 +206,7 @@ def place_again(vectors: np.ndarray, groups: list[list[int]], tau: float, kept: 
     primary = _primary(len(unit), groups)
     kept_groups = np.asarray(kept, dtype=bool)
     before = np.asarray(nearest_before, dtype=np.int64)
-    items = np.flatnonzero(primary >= 0)
+    items = np.flatnonzero(primary >= 0)  # items in no group get no placement
     known = kept_groups[primary[items]] & (before[items] >= 0)
     nearest = np.full(len(items), -1, dtype=np.int64)
     nearest_sim = np.full(len(items), -np.inf, dtype=np.float32)
