@@ -5,6 +5,8 @@ The model loads lazily, so a run whose embeddings all come from the cache never 
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import signal
 import threading
@@ -68,8 +70,34 @@ def interrupts_held():
             signal.raise_signal(sig)
 
 
+# Texts the model runs at once. Its attention holds batch x heads x 256² scores a layer: long texts
+# (the compile's node summaries) in batches of 64 took 600 MiB above the process, in batches of 32
+# 340 MiB, about 2% slower.
+BATCH_SIZE = 32
+
+
+def _glibc_malloc_trim():
+    """glibc's ``malloc_trim``, or None where the C library has none (musl, macOS)."""
+    name = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):
+        return None
+
+
+_MALLOC_TRIM = _glibc_malloc_trim()
+
+
+def release_freed_memory() -> None:
+    """Hand the heap pages that torch's freed activations leave behind back to the system. glibc
+    keeps them: encoding 512 long texts left the process 120 MiB larger than with them returned,
+    and a compile carries that from stage to stage. The call takes milliseconds."""
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
+
+
 class Encoder:
-    def __init__(self, model: str = BUNDLED_MODEL, batch_size: int = 64, device: str = "cpu"):
+    def __init__(self, model: str = BUNDLED_MODEL, batch_size: int = BATCH_SIZE, device: str = "cpu"):
         self.model_name = model
         self.batch_size = batch_size
         self.device = device
@@ -101,6 +129,7 @@ class Encoder:
         vectors = self._load().encode(
             list(texts), batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
         )
+        release_freed_memory()
         return np.asarray(vectors, dtype=np.float32)
 
 

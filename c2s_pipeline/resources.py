@@ -9,7 +9,7 @@ from dagster import ConfigurableResource, InitResourceContext
 from pydantic import Field, PrivateAttr
 
 from .artifacts import CorpusArtifacts
-from c2s_core.encoder import BUNDLED_MODEL, Encoder
+from c2s_core.encoder import BATCH_SIZE, BUNDLED_MODEL, Encoder
 from c2s_core.llm.base import CompileProvider
 from c2s_core.llm.settings import build_provider
 from .workspace import CorpusSpec, LLMSettings, Workspace, default_home
@@ -107,7 +107,7 @@ class EncoderResource(ConfigurableResource):
     """The sentence encoder; the bundled all-MiniLM-L6-v2 loads offline, and only when needed."""
 
     model: str = Field(BUNDLED_MODEL, description="'bundled:all-MiniLM-L6-v2' or a local model directory")
-    batch_size: int = 64
+    batch_size: int = Field(BATCH_SIZE, description="texts the model runs at once (memory grows with it)")
     device: str = "cpu"
 
     _encoder: Encoder | None = PrivateAttr(default=None)
