@@ -29,7 +29,7 @@ class NodeExtras:
     entities: list[str] = field(default_factory=list)
 
 
-NAV_FILE_TARGET_BYTES = 3900  # a leaf renders leaner rows past this, to stay under 4 KB
+NAV_FILE_TARGET_BYTES = 3900  # a leaf renders leaner rows past this, to stay under NAV_FILE_DESIGN_BYTES
 SUMMARY_MIN_CHARS = 40  # a summary cut shorter than this says nothing: it is left out
 
 _TOPIC_AREA = re.compile(r"Topic area: (?P<topic>[^\n]*?\.)(?:\s+|$)")

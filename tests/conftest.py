@@ -61,15 +61,48 @@ def dagster_home(tmp_path_factory) -> Path:
     stop_shared()
 
 
-@pytest.fixture(scope="session")
-def sample_tree(dagster_home) -> Compiled:
-    return compile_into(dagster_home, "sample", SAMPLE_CORPUS)
+def compile_shared(tmp_path_factory, home: Path, name: str, source: Path) -> Compiled:
+    """A session tree, compiled by each test worker into its own home and instance. The first
+    worker to compile ``name`` leaves its item cache (cards, summaries, vectors) for the others,
+    which then compile the same tree without the encoder and the LLM tasks: every worker of a run
+    needs both session trees, and compiling them took each worker about a minute."""
+    import shutil
+    import sqlite3
+
+    from filelock import FileLock
+
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # one process: nothing to share
+        return compile_into(home, name, source)
+    run_root = tmp_path_factory.getbasetemp().parent  # the run's folder, above each worker's
+    seed = run_root / f"session-cache-{name}.sqlite"
+    cache = home / "cache.sqlite"
+    with FileLock(f"{seed}.lock"):
+        if seed.exists():
+            if not cache.exists():
+                shutil.copyfile(seed, cache)
+            else:  # the home's cache already holds the other session tree's items
+                with sqlite3.connect(cache) as db:
+                    db.execute("ATTACH DATABASE ? AS seed", (str(seed),))
+                    db.execute("INSERT OR IGNORE INTO items SELECT * FROM seed.items")
+                db.close()
+        compiled = compile_into(home, name, source)
+        if not seed.exists():
+            with sqlite3.connect(cache) as db, sqlite3.connect(seed) as out:
+                db.backup(out)  # a consistent copy, the write-ahead log included
+            db.close()
+            out.close()
+    return compiled
 
 
 @pytest.fixture(scope="session")
-def wixqa_tree(dagster_home) -> Compiled:
+def sample_tree(dagster_home, tmp_path_factory) -> Compiled:
+    return compile_shared(tmp_path_factory, dagster_home, "sample", SAMPLE_CORPUS)
+
+
+@pytest.fixture(scope="session")
+def wixqa_tree(dagster_home, tmp_path_factory) -> Compiled:
     requires_wixqa()
-    return compile_into(dagster_home, "wixqa", WIXQA / "corpus.jsonl")
+    return compile_shared(tmp_path_factory, dagster_home, "wixqa", WIXQA / "corpus.jsonl")
 
 
 @pytest.fixture(scope="session")
