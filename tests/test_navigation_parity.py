@@ -16,7 +16,7 @@ from c2s_pipeline.artifacts import CorpusArtifacts
 from c2s_pipeline.diagnostics import TOP_K, TreeInputs, _questions, diagnose
 from c2s_pipeline.diagnostics import navigate as probe_navigate
 
-SAMPLE = 40  # documents whose probe questions are asked both ways (~100 questions)
+SAMPLE = 30  # documents whose probe questions are asked both ways (~75 questions)
 NO_FALLBACKS = {"route": False, "entities": False, "related": False, "backtrack": False}
 
 
