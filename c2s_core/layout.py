@@ -32,11 +32,11 @@ DOCUMENT_STORE_FILE = "documents.sqlite"
 MANIFEST_FILE = "manifest.json"
 SEARCH_INDEX_DIR = "search_index"
 
-# Section headings of navigation files; the navigator parses them.
 # A nav file is designed to stay under 4 KB, so that one read of it costs an agent a bounded share
 # of its context however large the corpus (the method's files are typically under 2 KB).
 NAV_FILE_DESIGN_BYTES = 4096
 
+# Section headings of navigation files; the navigator parses them.
 SECTION_SUBGROUPS = "## Sub-groups"
 SECTION_DOCUMENTS = "## Documents"
 SECTION_SEE_ALSO = "## See also"
