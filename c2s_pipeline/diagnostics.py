@@ -61,6 +61,7 @@ from scipy import sparse
 from c2s_core.layout import TERM_INDEX_FILE
 from c2s_core.navrows import DocCard, group_row
 from c2s_core.navigation.engine import MAX_TERMS, Engine, Ranking
+from c2s_core.navigation.gathered import gathered_map
 from c2s_core.navigation.stats import bootstrap_groups, interval, verdict
 from c2s_core.search_index import SearchIndex, hybrid_scores
 from c2s_core.term_index import TermIndex, parse_term_index
@@ -158,13 +159,13 @@ def diagnose(tree: TreeInputs, embed: Embed, *, sample: int = SAMPLE_SIZE, seed:
     # are scored by the vectors the tree ships.
     texts = [index.row_texts[index.at[n]] for n in compared] + [q for _, _, q in questions]
     vectors = embed(texts)
-    memo = _Memo(embed, texts, vectors)
     report = {
         "collapse": collapse(tree.forest),
         "sibling_similarity": sibling_similarity(families, dict(zip(compared, vectors))),
         "cohesion": cohesion(index, tree.vectors),
         "path_term_coverage": path_term_coverage(tree, index),
-        "probe": _probe(tree, view, memo, questions, vectors[len(compared):], seed, on_progress),
+        "probe": _probe(tree, view, embed, dict(zip(texts, vectors)), questions, vectors[len(compared):], seed,
+                        on_progress),
     }
     probe = report["probe"]
     report["navigability_score"] = probe["reach"]["rate"]
@@ -205,23 +206,6 @@ class _TreeIndex:
                 cols.append(self.doc_row[d])
         self.below = sparse.csr_matrix((np.ones(len(rows), dtype=np.float32), (rows, cols)),
                                        shape=(len(self.nodes), len(tree.doc_ids)))
-
-
-class _Memo:
-    """The probe's embedder: vectors kept by text, what is missing embedded in one batch."""
-
-    def __init__(self, embed: Embed, texts: Sequence[str], vectors: np.ndarray):
-        self.embed = embed
-        self.vectors = dict(zip(texts, vectors))
-
-    def add(self, texts: Sequence[str]) -> None:
-        missing = list(dict.fromkeys(t for t in texts if t not in self.vectors))
-        if missing:
-            self.vectors.update(zip(missing, self.embed(missing)))
-
-    def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        self.add(texts)
-        return np.stack([self.vectors[t] for t in texts]) if len(texts) else np.zeros((0, 0), np.float32)
 
 
 def _row_text(name: str, description: str) -> str:
@@ -361,8 +345,9 @@ def navigate(view: CompiledView, embed: Embed, question: str) -> tuple[Engine, R
     return engine, engine.navigate(question)
 
 
-def _probe(tree: TreeInputs, view: CompiledView, embed: _Memo, questions: list[tuple[int, str, str]],
-           question_vecs: np.ndarray, seed: int, on_progress: Callable[[int, int], None] | None = None) -> dict:
+def _probe(tree: TreeInputs, view: CompiledView, embed: Embed, known: dict[str, np.ndarray],
+           questions: list[tuple[int, str, str]], question_vecs: np.ndarray, seed: int,
+           on_progress: Callable[[int, int], None] | None = None) -> dict:
     if not questions:  # no document has a usable title or sentence: nothing to measure
         empty = {"rate": None, "low": None, "high": None}
         return {"documents": 0, "questions": 0, "seed": seed, "beam": {"min": 0, "mean": 0.0, "max": 0},
@@ -374,9 +359,12 @@ def _probe(tree: TreeInputs, view: CompiledView, embed: _Memo, questions: list[t
     search_row = {d["doc_id"]: i for i, d in enumerate(tree.search.docs)}
     tree_row = {d: i for i, d in enumerate(tree.doc_ids)}
     in_search_order = np.array([tree_row[d["doc_id"]] for d in tree.search.docs], dtype=np.int64)
+    # The questions navigate on worker threads whose embeddings are encoded together (the
+    # results are those of one question after another).
+    navigated = gathered_map(lambda question, shared: navigate(view, shared, question),
+                             [question for _, _, question in questions], embed, known=known, on_done=on_progress)
     reach, nav_hit, bm25_hit, dense_hit, hybrid_hit, beams = [], [], [], [], [], []
-    for q, (row, _, question) in enumerate(questions):
-        engine, found = navigate(view, embed, question)
+    for q, ((row, _, question), (engine, found)) in enumerate(zip(questions, navigated)):
         beams.append(float(np.mean(engine.widths)) if engine.widths else 0.0)
         doc_id = tree.doc_ids[row]
         reach.append(doc_id in found.cards)
@@ -388,8 +376,6 @@ def _probe(tree: TreeInputs, view: CompiledView, embed: _Memo, questions: list[t
         # The search tool's hybrid: both full rankings fused, as the evaluation's hybrid ranks.
         hybrid = hybrid_scores(searched, dense_all[q][in_search_order]) if len(searched) else searched
         hybrid_hit.append(len(hybrid) > 0 and _stable_rank(hybrid, at) < TOP_K)
-        if on_progress is not None:
-            on_progress(q + 1, len(questions))
     docs = np.array([row for row, _, _ in questions])
     kinds = np.array([kind for _, kind, _ in questions])
     rng = np.random.default_rng(seed)
