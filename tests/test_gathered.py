@@ -19,12 +19,14 @@ class CountingEmbed:
 
     def __init__(self, fail_on: str | None = None):
         self.calls: list[list[str]] = []
+        self.threads: set[str] = set()
         self.fail_on = fail_on
         self.lock = threading.Lock()
 
     def __call__(self, texts):
         with self.lock:
             self.calls.append(list(texts))
+            self.threads.add(threading.current_thread().name)
         if self.fail_on in texts:
             raise ValueError(f"cannot embed {self.fail_on!r}")
         rows = [np.frombuffer(bytes.fromhex(sha256_hex(t)), dtype=np.uint8).astype(np.float32) for t in texts]
@@ -59,6 +61,8 @@ def test_gathered_results_are_the_one_by_one_results_in_far_fewer_encoder_calls(
     encoded = [t for call in gathered.calls for t in call]
     assert len(encoded) == len(set(encoded))
     assert sum(t in ("shared row 0", "shared row 1", "shared row 2") for t in encoded) == 3
+    # Encoded in the calling thread only (torch's thread pool belongs to the thread calling it).
+    assert gathered.threads == {threading.current_thread().name}
 
 
 def test_known_vectors_are_not_encoded_again():
@@ -85,11 +89,21 @@ def test_a_failed_round_raises_in_every_navigation_waiting_on_it():
     threads = [threading.Thread(target=ask, args=(texts,)) for texts in (["a"], ["poison"], ["b", "a"])]
     for t in threads:
         t.start()
+    shared.serve()
     for t in threads:
         t.join(10)
     assert not any(t.is_alive() for t in threads)
     assert raised == ["embedding the navigations' texts failed (cannot embed 'poison')"] * 3
     assert len(embed.calls) == 1 and set(embed.calls[0]) == {"a", "poison", "b"}
+
+
+def test_an_interrupted_round_stops_every_navigation():
+    def interrupted(texts):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        gathered_map(walk, [f"question {i}" for i in range(10)], interrupted, workers=4)
+    assert {t.name for t in threading.enumerate() if t.name.startswith("navigate-")} == set()
 
 
 def test_an_error_in_one_navigation_stops_the_map_without_hanging_the_others():

@@ -22,14 +22,19 @@ Embed = Callable[[Sequence[str]], np.ndarray]  # texts -> L2-normalised rows
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
-WORKERS = 64  # questions in flight (88 probe questions at 52,971 documents: encoding 86 s one by one, 51 s with 16 in flight, 43 s with 64)
+WORKERS = 64  # questions in flight (88 probe questions at 52,971 documents: encoding 69 s one by one, 50 s with 16 in flight, 43 s with 64)
 
 
 class GatheredEmbed:
     """An ``embed`` shared by ``workers`` threads. A call whose texts are all known returns at
-    once; otherwise it waits until every running worker waits too (or has finished), and the
-    last to arrive encodes every waiting call's missing texts in one call of ``embed``. Vectors
-    are kept by text for the object's life (``known`` seeds them)."""
+    once; otherwise it waits until every running worker waits too (or has finished), and
+    :meth:`serve`, in the thread that started the workers, encodes every waiting call's missing
+    texts in one call of ``embed``. Vectors are kept by text for the object's life (``known``
+    seeds them).
+
+    The encoding stays in that one thread on purpose: torch's CPU thread pool belongs to the
+    thread that calls it, and encoding from each worker in turn left idle pools spinning beside
+    the navigations (the sample corpus's probe took 1.5x its time outside the encoder)."""
 
     def __init__(self, embed: Embed, workers: int, known: dict[str, np.ndarray] | None = None):
         self._embed = embed
@@ -40,6 +45,7 @@ class GatheredEmbed:
         self._wanted: dict[str, None] = {}  # missing texts of the waiting calls, in arrival order
         self._round = 0
         self._failures: dict[int, BaseException] = {}  # round -> why its encoding failed
+        self._stopped: BaseException | None = None  # why serving ended early
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         with self._ready:
@@ -48,42 +54,50 @@ class GatheredEmbed:
                 self._wanted.update(dict.fromkeys(missing))
                 self._waiting += 1
                 mine = self._round
-                if self._waiting >= self._running:
-                    self._encode_round()
-                while self._round == mine:
-                    self._ready.wait()
-                if mine in self._failures:
-                    raise RuntimeError("embedding the navigations' texts failed") from self._failures[mine]
+                self._ready.notify_all()
+                self._ready.wait_for(lambda: self._round != mine or self._stopped is not None)
+                failure = self._failures.get(mine) or (self._stopped if self._round == mine else None)
+                if failure is not None:
+                    raise RuntimeError("embedding the navigations' texts failed") from failure
             return np.stack([self._vectors[t] for t in texts]) if len(texts) else np.zeros((0, 0), np.float32)
 
     def finished(self) -> None:
         """A worker is done: the others no longer wait for it."""
         with self._ready:
             self._running -= 1
-            if self._waiting and self._waiting >= self._running:
-                self._encode_round()
-
-    def _encode_round(self) -> None:
-        # Called with the lock held: every other running worker is waiting on it, so nothing is
-        # kept from running while the encoder works.
-        wanted, self._wanted = list(self._wanted), {}
-        try:
-            self._vectors.update(zip(wanted, self._embed(wanted)))
-        except BaseException as exc:  # every call of the round raises it, not only this one
-            self._failures[self._round] = exc
-        finally:
-            self._waiting = 0
-            self._round += 1
             self._ready.notify_all()
+
+    def serve(self) -> None:
+        """Encode rounds until every worker has finished. A round that fails (or is interrupted)
+        raises in each call waiting on it; an interruption also ends the serving, and every later
+        call raises too."""
+        with self._ready:
+            while True:
+                self._ready.wait_for(lambda: self._running <= 0 or self._waiting >= self._running)
+                if not self._waiting:
+                    return
+                wanted, self._wanted = list(self._wanted), {}
+                try:
+                    # The lock stays held: every running worker is waiting on this round.
+                    self._vectors.update(zip(wanted, self._embed(wanted)))
+                except Exception as exc:
+                    self._failures[self._round] = exc
+                except BaseException as exc:  # Ctrl-C, SIGTERM: no round is served again
+                    self._failures[self._round] = self._stopped = exc
+                    raise
+                finally:
+                    self._waiting = 0
+                    self._round += 1
+                    self._ready.notify_all()
 
 
 def gathered_map(work: Callable[[Item, Embed], Result], items: Sequence[Item], embed: Embed, *,
                  known: dict[str, np.ndarray] | None = None, workers: int = WORKERS,
                  on_done: Callable[[int, int], None] | None = None) -> list[Result]:
     """``[work(item, embed) for item in items]``, the items run on ``workers`` threads that share
-    one :class:`GatheredEmbed` over ``embed``. ``on_done(done, total)`` is called as items
-    finish (one call at a time). The first exception raised by ``work`` is raised once every
-    thread has stopped."""
+    one :class:`GatheredEmbed` over ``embed``, encoded in this thread. ``on_done(done, total)``
+    is called as items finish (one call at a time). The first exception raised by ``work`` is
+    raised once every thread has stopped."""
     results: list[Result | None] = [None] * len(items)
     threads = min(workers, len(items))
     shared = GatheredEmbed(embed, threads, known)
@@ -113,8 +127,11 @@ def gathered_map(work: Callable[[Item, Embed], Result], items: Sequence[Item], e
     running = [threading.Thread(target=worker, name=f"navigate-{n}", daemon=True) for n in range(threads)]
     for thread in running:
         thread.start()
-    for thread in running:
-        thread.join()
+    try:
+        shared.serve()
+    finally:
+        for thread in running:
+            thread.join()
     if errors:
         raise errors[0]
     return results  # type: ignore[return-value]
