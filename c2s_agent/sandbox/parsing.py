@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from .limits import MAX_COMMANDS, MAX_LINE_CHARS, MAX_RUNS, MAX_STAGES, SandboxError
@@ -129,59 +129,58 @@ def _words(text: str) -> list[str]:
         raise SandboxError(f"syntax error: {e}") from None
 
 
+def _syntax(text: str) -> Iterator[tuple[int, str]]:
+    """``(position, quote)`` of each character of ``text`` the shell could read as syntax, where
+    ``quote`` is ``'"'`` inside double quotes and ``""`` outside any. Left out: whatever lies in
+    single quotes (all literal), the quote characters that open and close a quote, and a
+    backslash with the character it escapes (in or out of double quotes)."""
+    quote, i = "", 0
+    while i < len(text):
+        c = text[i]
+        if quote == "'":
+            if c == "'":
+                quote = ""
+        elif c == "\\":
+            i += 1
+        elif c == '"' and quote:
+            quote = ""
+        elif c in "'\"" and not quote:
+            quote = c
+        else:
+            yield i, quote
+        i += 1
+
+
 def _expand(text: str, env: dict[str, str]) -> str:
     """``$NAME`` / ``${NAME}`` of a loop variable replaced by its value, as one word (quoted
     again for the shell words that follow); single quotes keep it literal. An unknown name is
     refused outside quotes and kept as written inside double quotes."""
     out: list[str] = []
-    quote, i = "", 0
-    while i < len(text):
-        c = text[i]
-        named = _NAMED.match(text, i) if c == "$" and quote != "'" else None
-        if named:
-            name = named.group(1) or named.group(2)
-            if name in env:
-                value = env[name]
-                out.append(value.replace("\\", "\\\\").replace('"', '\\"') if quote else shlex.quote(value))
-                i = named.end()
-                continue
-            if not quote:
-                raise SandboxError(f"refused: variable expansion {named.group()!r} {_REFUSAL}")
-        if quote:
-            if c == quote:
-                quote = ""
-            elif c == "\\" and quote == '"' and i + 1 < len(text):
-                out.append(c)
-                i += 1
-                c = text[i]
-        elif c in "'\"":
-            quote = c
-        elif c == "\\" and i + 1 < len(text):
-            out.append(c)
-            i += 1
-            c = text[i]
-        out.append(c)
-        i += 1
-    return "".join(out)
+    start = 0
+    for i, quote in _syntax(text):
+        named = _NAMED.match(text, i) if text[i] == "$" and i >= start else None
+        if named is None:
+            continue
+        name = named.group(1) or named.group(2)
+        if name in env:
+            value = env[name]
+            out += [text[start:i], value.replace("\\", "\\\\").replace('"', '\\"') if quote else shlex.quote(value)]
+            start = named.end()
+        elif not quote:
+            raise SandboxError(f"refused: variable expansion {named.group()!r} {_REFUSAL}")
+    return "".join(out) + text[start:]
 
 
 def split_line(line: str) -> list[list[str]]:
     """Split on unquoted ';' (pipelines) and '|' (stages), and refuse every other unquoted shell
     construct (``$NAME`` is left for the loops to expand). A pipeline of nothing but blanks (``ls;`` or ``;;``) is left out."""
     pipelines: list[list[str]] = []
-    stages, start, quote, i = [], 0, "", 0
-    while i < len(line):
+    stages, start, past = [], 0, 0
+    for i, quote in _syntax(line):
         c = line[i]
-        if quote:  # inside quotes everything is literal (no expansion happens here at all)
-            if c == quote:
-                quote = ""
-            elif c == "\\" and quote == '"':
-                i += 1
-        elif c in "'\"":
-            quote = c
-        elif c == "\\":
-            i += 1
-        elif c == "|" and not line.startswith("||", i):
+        if quote or i < past:  # inside double quotes everything is literal (nothing expands here)
+            continue
+        if c == "|" and not line.startswith("||", i):
             stages.append(line[start:i])
             start = i + 1
         elif c == ";":
@@ -189,14 +188,13 @@ def split_line(line: str) -> list[list[str]]:
             pipelines.append(stages)
             stages, start = [], i + 1
         elif named := _NAMED.match(line, i):  # a loop's variable: checked when the loop unrolls
-            i = named.end() - 1
+            past = named.end()
         else:
             what = next((w for tok, w in _CONSTRUCTS if line.startswith(tok, i)), None)
             if what is None and (var := _VARIABLE.match(line, i)):
                 what = f"variable expansion {var.group()!r}"
             if what:
                 raise SandboxError(f"refused: {what} {_REFUSAL}")
-        i += 1
     pipelines.append(stages + [line[start:]])
     return [p for p in pipelines if not (len(p) == 1 and not p[0].strip())]
 

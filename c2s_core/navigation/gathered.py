@@ -22,7 +22,10 @@ Embed = Callable[[Sequence[str]], np.ndarray]  # texts -> L2-normalised rows
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
-WORKERS = 64  # questions in flight (88 probe questions at 52,971 documents: encoding 69 s one by one, 50 s with 16 in flight, 43 s with 64)
+# Questions in flight. 88 probe questions at 52,971 documents: 84 s one by one (69 s encoding),
+# 66 s with 16 in flight, 62 s with 64 (43 s encoding). Threads cost the navigations' own Python
+# work a little (15 s -> 19 s there; 1.5 s -> 3 s for the sample corpus's 499 questions).
+WORKERS = 64
 
 
 class GatheredEmbed:
@@ -32,9 +35,9 @@ class GatheredEmbed:
     texts in one call of ``embed``. Vectors are kept by text for the object's life (``known``
     seeds them).
 
-    The encoding stays in that one thread on purpose: torch's CPU thread pool belongs to the
-    thread that calls it, and encoding from each worker in turn left idle pools spinning beside
-    the navigations (the sample corpus's probe took 1.5x its time outside the encoder)."""
+    The encoding stays in that one thread: the model loads and runs where the work was started
+    (in a compile, the main thread, where Ctrl-C is held while torch loads), and torch keeps one
+    CPU thread pool, not one per worker that happened to encode a round."""
 
     def __init__(self, embed: Embed, workers: int, known: dict[str, np.ndarray] | None = None):
         self._embed = embed
