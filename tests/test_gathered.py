@@ -3,6 +3,9 @@ navigating the questions one after another gives."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
@@ -104,6 +107,30 @@ def test_an_interrupted_round_stops_every_navigation():
     with pytest.raises(KeyboardInterrupt):
         gathered_map(walk, [f"question {i}" for i in range(10)], interrupted, workers=4)
     assert {t.name for t in threading.enumerate() if t.name.startswith("navigate-")} == set()
+
+
+def test_ctrl_c_while_the_navigations_run_stops_them_all():
+    """Ctrl-C reaching the thread that serves the rounds while it waits for them: the map ends
+    with KeyboardInterrupt instead of hanging on navigations waiting for a round. Run apart, so
+    a hang fails the test instead of the suite."""
+    script = textwrap.dedent("""
+        import os, signal, threading, time
+        import numpy as np
+        from c2s_core.navigation.gathered import gathered_map
+
+        def work(question, embed):
+            if question == 3:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.2)
+            return embed([f"text {question}"])
+
+        try:
+            gathered_map(work, list(range(8)), lambda texts: np.ones((len(texts), 2)), workers=4)
+        except KeyboardInterrupt:
+            print("interrupted", sorted(t.name for t in threading.enumerate() if t.name.startswith("navigate-")))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "interrupted []", done.stderr
 
 
 def test_an_error_in_one_navigation_stops_the_map_without_hanging_the_others():

@@ -59,10 +59,15 @@ class GatheredEmbed:
                 mine = self._round
                 self._ready.notify_all()
                 self._ready.wait_for(lambda: self._round != mine or self._stopped is not None)
-                failure = self._failures.get(mine) or (self._stopped if self._round == mine else None)
-                if failure is not None:
-                    raise RuntimeError("embedding the navigations' texts failed") from failure
+                if any(t not in self._vectors for t in missing):
+                    raise RuntimeError("embedding the navigations' texts failed") from (
+                        self._failures.get(mine) or self._stopped)
             return np.stack([self._vectors[t] for t in texts]) if len(texts) else np.zeros((0, 0), np.float32)
+
+    @property
+    def stopped(self) -> BaseException | None:
+        """Why serving ended early, if it did."""
+        return self._stopped
 
     def finished(self) -> None:
         """A worker is done: the others no longer wait for it."""
@@ -70,28 +75,38 @@ class GatheredEmbed:
             self._running -= 1
             self._ready.notify_all()
 
-    def serve(self) -> None:
-        """Encode rounds until every worker has finished. A round that fails (or is interrupted)
-        raises in each call waiting on it; an interruption also ends the serving, and every later
-        call raises too."""
+    def close(self) -> None:
+        """No more rounds: a call waiting or still to come raises (a no-op once every worker has
+        finished)."""
         with self._ready:
-            while True:
-                self._ready.wait_for(lambda: self._running <= 0 or self._waiting >= self._running)
-                if not self._waiting:
-                    return
-                wanted, self._wanted = list(self._wanted), {}
-                try:
-                    # The lock stays held: every running worker is waiting on this round.
-                    self._vectors.update(zip(wanted, self._embed(wanted)))
-                except Exception as exc:
-                    self._failures[self._round] = exc
-                except BaseException as exc:  # Ctrl-C, SIGTERM: no round is served again
-                    self._failures[self._round] = self._stopped = exc
-                    raise
-                finally:
-                    self._waiting = 0
-                    self._round += 1
-                    self._ready.notify_all()
+            if self._stopped is None:
+                self._stopped = RuntimeError("the navigations were stopped")
+            self._ready.notify_all()
+
+    def serve(self) -> None:
+        """Encode rounds until every worker has finished. A round that fails raises in each call
+        waiting on it; an interruption here (Ctrl-C, SIGTERM) ends the serving, and every call
+        waiting or still to come raises."""
+        with self._ready:
+            try:
+                while True:
+                    self._ready.wait_for(lambda: self._running <= 0 or self._waiting >= self._running)
+                    if not self._waiting:
+                        return
+                    wanted, self._wanted = list(self._wanted), {}
+                    try:
+                        # The lock stays held: every running worker is waiting on this round.
+                        self._vectors.update(zip(wanted, self._embed(wanted)))
+                    except Exception as exc:
+                        self._failures[self._round] = exc
+                    finally:
+                        self._waiting = 0
+                        self._round += 1
+                        self._ready.notify_all()
+            except BaseException as exc:
+                self._stopped = exc
+                self._ready.notify_all()
+                raise
 
 
 def gathered_map(work: Callable[[Item, Embed], Result], items: Sequence[Item], embed: Embed, *,
@@ -112,7 +127,7 @@ def gathered_map(work: Callable[[Item, Embed], Result], items: Sequence[Item], e
     def worker() -> None:
         nonlocal done
         try:
-            while not errors:
+            while not errors and shared.stopped is None:
                 with lock:
                     i = next(taken, None)
                 if i is None:
@@ -128,13 +143,15 @@ def gathered_map(work: Callable[[Item, Embed], Result], items: Sequence[Item], e
             shared.finished()
 
     running = [threading.Thread(target=worker, name=f"navigate-{n}", daemon=True) for n in range(threads)]
-    for thread in running:
-        thread.start()
     try:
+        for thread in running:
+            thread.start()
         shared.serve()
     finally:
+        shared.close()  # after an interruption, a navigation still running stops at its next call
         for thread in running:
-            thread.join()
+            if thread.ident is not None:  # started
+                thread.join()
     if errors:
         raise errors[0]
     return results  # type: ignore[return-value]
