@@ -60,7 +60,7 @@ from scipy import sparse
 
 from c2s_core.layout import TERM_INDEX_FILE
 from c2s_core.navrows import DocCard, group_row
-from c2s_core.navigation.engine import MAX_TERMS, Engine, Ranking
+from c2s_core.navigation.engine import MAX_TERMS, Embed, Engine, Ranking
 from c2s_core.navigation.gathered import gathered_map
 from c2s_core.navigation.stats import bootstrap_groups, interval, verdict
 from c2s_core.search_index import SearchIndex, hybrid_scores
@@ -88,8 +88,6 @@ COVERED_SHARE = 0.5  # a document is "covered" when at least this share of its k
 COLLAPSE_SHARE = 0.6  # the least share of the documents under the largest skill that is a collapse
 QUESTION_KINDS = ("title", "lead", "body")
 QUESTION_STYLES = {"topic": ("title", "lead"), "detail": ("body",)}  # what a question asks of a document
-
-Embed = Callable[[Sequence[str]], np.ndarray]  # texts -> L2-normalised rows
 
 
 @dataclass

@@ -4,8 +4,8 @@ One question's navigation embeds a few dozen short texts in several small calls 
 level, the cards of the leaves it reached). Encoded call by call, the encoder runs many tiny
 batches: its batches hold texts of one token length, and a call of 30 texts spans about as many
 lengths. :func:`gathered_map` runs the questions on worker threads whose ``embed`` calls wait for
-one another: once every running worker is waiting, one of them encodes the texts all of them
-asked for in a single call, and each goes on with its own. The encoder gives a text the same
+one another: once every running worker is waiting, the thread that started them encodes the texts
+all of them asked for in a single call, and each goes on with its own. The encoder gives a text the same
 vector whatever it is encoded with (:meth:`c2s_core.encoder.Encoder.encode`), so the results are
 those of navigating the questions one after another, in any thread schedule.
 """
@@ -18,7 +18,8 @@ from typing import TypeVar
 
 import numpy as np
 
-Embed = Callable[[Sequence[str]], np.ndarray]  # texts -> L2-normalised rows
+from .engine import Embed
+
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
