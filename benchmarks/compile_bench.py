@@ -10,7 +10,8 @@ For each corpus the benchmark
    ``Level.node_texts``), deduplicated as ``embed_with_cache`` does, and times a fresh
    ``Encoder().encode`` on them (the model load is timed separately and excluded);
 4. prints ``cold compile seconds / encoder seconds``: how much the compile costs beyond the
-   unavoidable encoding;
+   unavoidable encoding; beside it the same ratio at equal speed (:class:`SpeedReference`: the
+   same 300 documents encoded before the compile, between it and the encoder pass, and after);
 5. with ``--change``, applies a day's change to the corpus (1% added, 0.5% edited, 0.5% deleted:
    :func:`day_change`) and recompiles it in the same home, the incremental update, against the
    cold compile: LLM calls and wall time as shares of the cold compile's. ``--change-home`` runs
@@ -82,6 +83,56 @@ def preload() -> dict:
     return {"dagster_s": round(t_dagster, 2), "sentence_transformers_s": round(t_torch, 2),
             "encoder_warmup_s": round(t_warm, 2), "torch_threads": torch.get_num_threads(),
             "torch": torch.__version__}
+
+
+# -- the machine's speed, before, between and after (a shared machine's speed drifts) -----------
+
+REFERENCE_DOCS = 300  # documents encoded as the speed reference: about 10 s
+
+
+class SpeedReference:
+    """The same few hundred of the corpus's documents encoded before the cold compile, between it
+    and the encoder pass, and after that pass. The compile and the encoder pass run one after the
+    other for up to an hour each, and a shared machine's speed drifts over that time (one
+    52,971-document run's encoder pass ran 1.3x slower than the same pass an earlier day). Each
+    phase's speed is taken as the mean of the references on either side of it, and the ratio is
+    also reported at equal speed."""
+
+    def __init__(self, source: Path):
+        from incremental_bench import read_jsonl
+
+        docs = read_jsonl(source)
+        step = max(1, len(docs) // REFERENCE_DOCS)
+        self.texts = [f"{d.get('title', '')}. \n{d.get('text', '')[:2000]}" for d in docs[::step][:REFERENCE_DOCS]]
+        self.seconds: dict[str, float] = {}
+
+    def measure(self, when: str) -> None:
+        from c2s_core.encoder import Encoder
+
+        encoder = Encoder()  # loaded for the measurement alone: the compile's peak memory stays its own
+        encoder.encode(["warm-up: load the model"])
+        t = time.perf_counter()
+        encoder.encode(self.texts)
+        self.seconds[when] = round(time.perf_counter() - t, 3)
+        del encoder
+        log(f"  speed reference {when}: {self.seconds[when]:.1f} s for {len(self.texts)} documents")
+
+    def at_equal_speed(self, cold_s: float, encoder_s: float) -> float | None:
+        """cold / encoder, each divided by the mean reference time around it."""
+        r = self.seconds
+        if not {"before", "between", "after"} <= r.keys():
+            return None
+        compile_pace, encoder_pace = (r["before"] + r["between"]) / 2, (r["between"] + r["after"]) / 2
+        return round((cold_s / compile_pace) / (encoder_s / encoder_pace), 3)
+
+    def change_at_equal_speed(self, change_s: float, cold_s: float) -> float | None:
+        """The day's change's time over the cold compile's, each divided by the mean reference
+        time around it (the change runs after the encoder pass)."""
+        r = self.seconds
+        if not {"before", "between", "after", "after the change"} <= r.keys():
+            return None
+        return round((change_s / ((r["after"] + r["after the change"]) / 2))
+                     / (cold_s / ((r["before"] + r["between"]) / 2)), 4)
 
 
 # -- instruments around a compile (the pipeline code itself is untouched) -----------------------
@@ -294,10 +345,11 @@ def day_change(docs: list[dict], seed: int = 0) -> tuple[list[dict], dict]:
     return changed, {"added": len(originals), "edited": len(edits), "deleted": len(deleted)}
 
 
-def incremental_step(name: str, home: Path, source: Path, args, cold: dict) -> dict:
+def incremental_step(name: str, home: Path, source: Path, args, cold: dict,
+                     reference: SpeedReference | None = None) -> dict:
     """Apply :func:`day_change` to ``source``'s documents and recompile in ``home`` (the cold
     compile's): seconds, LLM calls and embeddings as shares of the cold compile's (``cold``: its
-    result)."""
+    result); with the run's ``reference``, the time's share also at equal speed."""
     from incremental_bench import read_jsonl, write_jsonl
 
     from c2s_pipeline.workspace import CorpusSpec
@@ -311,6 +363,8 @@ def incremental_step(name: str, home: Path, source: Path, args, cold: dict) -> d
         f"incremental recompile ...")
     seconds, manifest, error = timed_compile(spec, home, args.provider, args.model, not args.quiet, EncodeMeter())
     result = {"change": counts, "seconds": round(seconds, 3)}
+    if reference:
+        reference.measure("after the change")
     if error:
         log(f"[{name}] incremental recompile FAILED: {error}")
         return {**result, "error": error}
@@ -319,6 +373,7 @@ def incremental_step(name: str, home: Path, source: Path, args, cold: dict) -> d
         build=manifest.get("build", {}), llm_calls=st["llm_calls"]["made"], embeddings=st["embeddings"]["computed"],
         stage_seconds={s: r["seconds"] for s, r in manifest["stages"].items()},
         wall_ratio=round(seconds / cold["cold_s"], 4),
+        wall_ratio_at_equal_speed=reference.change_at_equal_speed(seconds, cold["cold_s"]) if reference else None,
         calls_ratio=round(st["llm_calls"]["made"] / max(1, cold_st["llm_calls"]["made"]), 4),
         embeddings_ratio=round(st["embeddings"]["computed"] / max(1, cold_st["embeddings"]["computed"]), 4),
         peak_rss_mb=peak_rss_mb())
@@ -361,6 +416,9 @@ def bench_corpus(name: str, source: Path, args, info: dict | None = None) -> dic
                     "parameters": {"p": spec.p, "k": spec.k, "tau": spec.tau}, "provider": args.provider}
     art = CorpusArtifacts(home / "artifacts" / name)
     try:
+        reference = None if args.skip_encoder else SpeedReference(source)
+        if reference:
+            reference.measure("before")
         log(f"[{name}] cold compile in {home} ...")
         meter = EncodeMeter()
         result["load_before"] = [round(x, 2) for x in os.getloadavg()]
@@ -387,8 +445,10 @@ def bench_corpus(name: str, source: Path, args, info: dict | None = None) -> dic
         if not args.skip_encoder:
             log(f"[{name}] compiles done; encoder alone ...")
             doc_texts, level_texts = embedded_texts(art)
+            reference.measure("between")
             enc = time_encoder(doc_texts, level_texts, args.encoder_repeats)
             log(f"[{name}] encoder {enc['seconds']:.1f}s on {enc['texts']} texts")
+            reference.measure("after")
             enc["matches_compile"] = enc["texts"] == cold["stats"]["embeddings"]["computed"]
         result["load_after"] = [round(x, 2) for x in os.getloadavg()]
         result.update(
@@ -402,15 +462,26 @@ def bench_corpus(name: str, source: Path, args, info: dict | None = None) -> dic
             stage_sum_s=round(sum(s["seconds"] for s in cold["stages"].values()), 3),
             ratio=round(cold_s / enc["seconds"], 2) if enc and enc["seconds"] else None,
             ratio_in_compile=round(cold_s / meter.encode_s, 2) if meter.encode_s else None,
+            ratio_to_own_encoding=round(cold_s / own, 3) if (own := same_texts_encode_s(meter.by_stage)) else None,
+            speed_reference_s=reference.seconds if reference else None,
+            ratio_at_equal_speed=reference.at_equal_speed(cold_s, enc["seconds"]) if enc and enc["seconds"] else None,
         )
         if args.change:  # last: it rewrites the artifacts the encoder pass reads
-            result["incremental"] = incremental_step(name, home, source, args, result)
+            result["incremental"] = incremental_step(name, home, source, args, result, reference)
         return result
     finally:
         if args.keep:
             log(f"[{name}] kept {home}")
         else:
             shutil.rmtree(home, ignore_errors=True)
+
+
+def same_texts_encode_s(by_stage: dict[str, float]) -> float:
+    """The compile's own encoding of the texts the encoder pass encodes (documents' and nodes'
+    texts: ``doc_embeddings`` and ``clusters_l*``; not the navigability probe's questions, rows
+    and cards), timed while the compile ran: a ratio to it is untouched by the machine's speed
+    drifting between the compile and the encoder pass."""
+    return sum(s for stage, s in by_stage.items() if stage == "doc_embeddings" or stage.startswith("clusters_l"))
 
 
 def peak_rss_mb() -> dict:
@@ -496,6 +567,14 @@ def report(r: dict) -> str:
                f"{r['cold_s'] - inc['encode_s'] - inc['model_load_s']:.2f} s)")
     out.append(f"ratio compile/encoder {_num(r['ratio'], '8.2f')}   (cold wall / encoder only; against the encode "
                f"time measured inside the same cold compile: {r['ratio_in_compile']:.2f})")
+    if r.get("ratio_to_own_encoding"):
+        out.append(f"ratio to own encoding {r['ratio_to_own_encoding']:6.2f}   (cold wall / the compile's own encoding of "
+                   f"the documents' and nodes' texts, {same_texts_encode_s(inc['by_stage']):.1f} s, timed inside it)")
+    if r.get("ratio_at_equal_speed"):
+        ref = r["speed_reference_s"]
+        out.append(f"speed reference     {ref['before']:.1f} / {ref['between']:.1f} / {ref['after']:.1f} s   (the same "
+                   f"{REFERENCE_DOCS} documents encoded before the compile / between / after the encoder pass); "
+                   f"ratio at equal speed: {r['ratio_at_equal_speed']:.2f}")
     if "peak_rss_mb" in r:
         out.append(f"peak RSS after the cold compile: {r['peak_rss_mb']['process']:,.0f} MB (benchmark process, "
                    f"the compile in it), {r['peak_rss_mb']['children']:,.0f} MB (largest child process)")
@@ -517,8 +596,9 @@ def incremental_line(inc: dict) -> str:
     if "error" in inc:
         return head + f"INCREMENTAL RECOMPILE FAILED after {inc['seconds']:.1f}s: {inc['error']}"
     build = inc["build"]
+    equal = inc.get("wall_ratio_at_equal_speed")
     return (head + f"{build.get('mode')} recompile {inc['seconds']:.1f} s = {inc['wall_ratio']:.1%} of the cold "
-            f"compile (target 10%), {inc['llm_calls']} LLM calls = {inc['calls_ratio']:.1%} (target 3%), "
+            f"compile (target 10%{f'; at equal speed {equal:.1%}' if equal else ''}), {inc['llm_calls']} LLM calls = {inc['calls_ratio']:.1%} (target 3%), "
             f"{inc['embeddings']} embeddings = {inc['embeddings_ratio']:.1%}; {build.get('reason')}")
 
 
@@ -581,6 +661,8 @@ def growth_report(paths: list[Path]) -> str:
         ["encoder alone s", *[_num(_encoder_s(r), ".0f") for r in runs], *exps([_encoder_s(r) for r in runs])],
         ["ratio compile / encoder", *[_num(r["ratio"], ".2f") for r in runs], *[""] * len(steps)],
         ["ratio (encode inside)", *[f"{r['ratio_in_compile']:.2f}" for r in runs], *[""] * len(steps)],
+        ["ratio at equal speed", *[_num(r.get("ratio_at_equal_speed"), ".2f") for r in runs], *[""] * len(steps)],
+        ["ratio to own encoding", *[_num(r.get("ratio_to_own_encoding"), ".2f") for r in runs], *[""] * len(steps)],
         ["peak RSS MB", *[f"{r['peak_rss_mb']['process']:,.0f}" for r in runs],
          *exps([r["peak_rss_mb"]["process"] for r in runs])],
         ["load average before/after", *[f"{r.get('load_before', ['?'])[0]}/{r.get('load_after', ['?'])[0]}" for r in runs],
@@ -592,6 +674,8 @@ def growth_report(paths: list[Path]) -> str:
 
         rows += [["a day's change: recompile s", *each("seconds", ".0f"), *[""] * len(steps)],
                  ["  its time / cold", *each("wall_ratio", ".1%"), *[""] * len(steps)],
+                 ["  at equal speed", *[_num(r.get("incremental", {}).get("wall_ratio_at_equal_speed"), ".1%")
+                                        for r in runs], *[""] * len(steps)],
                  ["  its LLM calls / cold", *each("calls_ratio", ".1%"), *[""] * len(steps)]]
     out.append(fmt_table(head, rows, "l" + "r" * (len(head) - 1)))
     stages = stage_order({s: None for r in runs for s in r["stages_cold"]})
