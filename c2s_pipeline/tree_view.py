@@ -162,7 +162,3 @@ class CompiledView:
     def document_vectors(self, doc_ids: list[str]) -> np.ndarray | None:
         return self.search.vectors_of(doc_ids) if self.search is not None else None
 
-    def leaf_cards(self) -> list[Card]:
-        """Every card on a leaf's ``## Documents`` rows (what ranking embeds), in path order."""
-        return [c for path in sorted(self.nav_files) if (nav := self._rows(path)) is not None for c in nav.cards]
-
