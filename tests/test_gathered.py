@@ -118,6 +118,10 @@ def test_ctrl_c_while_the_navigations_run_stops_them_all():
         import numpy as np
         from c2s_core.navigation.gathered import gathered_map
 
+        # A process started with SIGINT ignored (as a test runner's worker may start it) keeps
+        # ignoring it: Python installs its Ctrl-C handler only where SIGINT is not ignored.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
         def work(question, embed):
             if question == 3:
                 os.kill(os.getpid(), signal.SIGINT)
