@@ -117,22 +117,26 @@ class SpeedReference:
         del encoder
         log(f"  speed reference {when}: {self.seconds[when]:.1f} s for {len(self.texts)} documents")
 
+    def _pace(self, start: str, end: str) -> float | None:
+        """A phase's reference time: the mean of the references taken at its start and its end."""
+        if start not in self.seconds or end not in self.seconds:
+            return None
+        return (self.seconds[start] + self.seconds[end]) / 2
+
+    def _at_equal_speed(self, a_s: float, a_phase: tuple[str, str], b_s: float, b_phase: tuple[str, str],
+                        digits: int) -> float | None:
+        """``a_s / b_s``, each divided by its phase's reference time."""
+        a_pace, b_pace = self._pace(*a_phase), self._pace(*b_phase)
+        return round((a_s / a_pace) / (b_s / b_pace), digits) if a_pace and b_pace else None
+
     def at_equal_speed(self, cold_s: float, encoder_s: float) -> float | None:
         """cold / encoder, each divided by the mean reference time around it."""
-        r = self.seconds
-        if not {"before", "between", "after"} <= r.keys():
-            return None
-        compile_pace, encoder_pace = (r["before"] + r["between"]) / 2, (r["between"] + r["after"]) / 2
-        return round((cold_s / compile_pace) / (encoder_s / encoder_pace), 3)
+        return self._at_equal_speed(cold_s, ("before", "between"), encoder_s, ("between", "after"), 3)
 
     def change_at_equal_speed(self, change_s: float, cold_s: float) -> float | None:
         """The day's change's time over the cold compile's, each divided by the mean reference
         time around it (the change runs after the encoder pass)."""
-        r = self.seconds
-        if not {"before", "between", "after", "after the change"} <= r.keys():
-            return None
-        return round((change_s / ((r["after"] + r["after the change"]) / 2))
-                     / (cold_s / ((r["before"] + r["between"]) / 2)), 4)
+        return self._at_equal_speed(change_s, ("after", "after the change"), cold_s, ("before", "between"), 4)
 
 
 # -- instruments around a compile (the pipeline code itself is untouched) -----------------------

@@ -161,4 +161,3 @@ class CompiledView:
 
     def document_vectors(self, doc_ids: list[str]) -> np.ndarray | None:
         return self.search.vectors_of(doc_ids) if self.search is not None else None
-
