@@ -4,8 +4,12 @@ Each worker is a Python process started once and reused (a pool, shared by every
 :class:`~c2s_agent.sandbox.Sandbox` of this process), that reads one request a line on its
 stdin and answers one reply a line on its stdout (JSON). Before each command it sets
 
-- ``RLIMIT_AS``: its address space may grow by at most the command's memory budget: past it an
-  allocation fails (``MemoryError``), whatever the command, and the reply is ``stopped: ...``;
+- ``RLIMIT_AS``: its address space may grow by at most the command's memory budget less a
+  headroom (:data:`MAPPED_HEADROOM_BYTES`): past it an allocation fails (``MemoryError``),
+  whatever the command, and the reply is ``stopped: ...``. The headroom is for pages the worker
+  had mapped but never touched (its stack's unused depth, the allocator's free tail, about
+  1.2 MiB in a fresh worker), which a command can make resident without growing the address
+  space, so its resident memory, too, stays within the budget;
 - ``RLIMIT_CPU``: past the command's time budget (+1 s) the kernel ends the worker (SIGXCPU);
 
 and the caller kills a worker that has not answered by the command's deadline (+ a grace), so
@@ -32,6 +36,7 @@ from .limits import NARROW, memory_in_use, stopped_for_memory, stopped_for_time
 
 GRACE_S = 2.0  # past a command's own deadline before its worker is killed
 BOOT_TIMEOUT_S = 60.0  # a worker's start (imports) on a loaded machine
+MAPPED_HEADROOM_BYTES = 2 << 20  # see the module docstring; at most an eighth of a budget
 RECYCLE_BYTES = 64 << 20  # a worker that stays this much larger than it started is replaced
 MAX_INTERPRETERS = 16  # per worker, by tree and settings
 _READY = b'{"ready": true}\n'
@@ -92,7 +97,8 @@ def _limit(resource, settings: Settings) -> None:
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
     size = _address_space()
     if size:
-        soft = size + settings.memory_budget_bytes
+        budget = settings.memory_budget_bytes
+        soft = size + budget - min(MAPPED_HEADROOM_BYTES, budget // 8)
         resource.setrlimit(resource.RLIMIT_AS, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
     _, hard = resource.getrlimit(resource.RLIMIT_CPU)
     used = resource.getrusage(resource.RUSAGE_SELF)
