@@ -153,7 +153,21 @@ def leaf_nav_file(folder: str) -> str:
     return f"{SKILLS_DIR}/{folder}/{INDEX_FILE if '/' in folder else SKILL_FILE}"
 
 
-def build_term_index(leaves: Iterable[tuple[str, Iterable[tuple[str, str]]]]) -> str:
+def document_terms(title: str, text: str) -> set[str]:
+    """The terms a document is indexed under: those of its title and text (:func:`terms`)."""
+    return set(terms(f"{title}\n{text}"))
+
+
+@dataclass(frozen=True)
+class BuiltTermIndex:
+    """term_index.txt's text, and how many documents use each term (every term, the ones too
+    common to be listed too: what the navigability probe weighs a question's words by)."""
+
+    text: str
+    document_frequency: dict[str, int]
+
+
+def build_term_index(leaves: Iterable[tuple[str, Iterable[tuple[str, str]]]]) -> BuiltTermIndex:
     """``leaves``: (leaf nav file, its documents' (title, text) in row order), numbered 1, 2, ...
     in the order given -> the file's text: the leaf lines, then the body and title term lines
     sorted. A title is a document's first words, so its terms are body terms too."""
@@ -165,7 +179,7 @@ def build_term_index(leaves: Iterable[tuple[str, Iterable[tuple[str, str]]]]) ->
         for row, (title, text) in enumerate(documents, 1):
             for term in set(terms(title)):
                 titles[term][number].append(row)
-            for term in set(terms(f"{title}\n{text}")):
+            for term in document_terms(title, text):
                 body[term][number].append(row)
     cap = min(MAX_LEAVES_LISTED, max(MIN_LEAVES, math.ceil(MAX_LEAF_SHARE * (len(lines) - 1))))
     listed = list(body.items()) + [(title_key(term), places) for term, places in titles.items()]
@@ -175,7 +189,8 @@ def build_term_index(leaves: Iterable[tuple[str, Iterable[tuple[str, str]]]]) ->
         places = " ".join(f"{leaf}:{','.join(map(str, rows))}"
                           for leaf, rows in sorted(by_leaf.items(), key=lambda kv: (-len(kv[1]), kv[0])))
         lines.append(f"{key} {sum(map(len, by_leaf.values()))} {places}")
-    return "\n".join(lines) + "\n"
+    return BuiltTermIndex("\n".join(lines) + "\n",
+                          {term: sum(map(len, by_leaf.values())) for term, by_leaf in body.items()})
 
 
 def term_pattern(words: Iterable[str]) -> str:

@@ -64,7 +64,7 @@ from c2s_core.navigation.engine import MAX_TERMS, Embed, Engine, Ranking
 from c2s_core.navigation.gathered import gathered_map
 from c2s_core.navigation.stats import bootstrap_groups, interval, verdict
 from c2s_core.search_index import SearchIndex, hybrid_scores
-from c2s_core.term_index import TermIndex, parse_term_index
+from c2s_core.term_index import TermIndex, document_terms, parse_term_index
 from c2s_core.text import clip, query_terms, sentences, sha256_hex, terms
 
 from .artifacts import CorpusArtifacts
@@ -103,6 +103,9 @@ class TreeInputs:
     search: SearchIndex  # the tree's flat BM25 index, as the agent's search tool ranks
     nav_files: dict[str, str]  # path -> rendered text of every nav file
     term_index: TermIndex = field(default_factory=TermIndex)  # term_index.txt, parsed
+    # Documents using each term (:func:`~c2s_core.term_index.document_terms`), as the compile
+    # counted them building the term index; counted here when not given.
+    document_frequency: dict[str, int] | None = None
 
     @classmethod
     def load(cls, art: CorpusArtifacts, out: str | Path) -> TreeInputs:
@@ -322,10 +325,11 @@ def _specific(tree: TreeInputs) -> Callable[[str], bool]:
     page does. A body sentence of common words ("The default is off.") is said by many
     documents, so a hit on any one of them is as right as on its own and the sentence has no
     single gold."""
-    used = Counter(t for d, text in zip(tree.doc_ids, tree.texts)
-                   for t in set(query_terms(tree.cards[d].title + "\n" + text)))
+    used = tree.document_frequency
+    if used is None:
+        used = Counter(t for d, text in zip(tree.doc_ids, tree.texts) for t in document_terms(tree.cards[d].title, text))
     rare_at = max(1.0, RARE_SHARE * len(tree.doc_ids))
-    return lambda sentence: sum(used[t] <= rare_at for t in query_terms(sentence)[:MAX_TERMS]) >= RARE_TERMS
+    return lambda sentence: sum(used.get(t, 0) <= rare_at for t in query_terms(sentence)[:MAX_TERMS]) >= RARE_TERMS
 
 
 def _stable_rank(scores: np.ndarray, row: int) -> int:

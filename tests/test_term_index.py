@@ -20,7 +20,7 @@ LEAVES = [
 
 
 def test_leaves_are_numbered_in_order_and_places_are_leaf_numbers_and_rows_most_rows_first():
-    index = parse_term_index(build_term_index(LEAVES))
+    index = parse_term_index(build_term_index(LEAVES).text)
     assert index.leaves == {1: "skills/billing/refunds/INDEX.md", 2: "skills/billing/invoices/INDEX.md",
                             3: "skills/domains/SKILL.md"}
     assert index.terms["refund"].documents == 2
@@ -38,9 +38,13 @@ def test_leaves_are_numbered_in_order_and_places_are_leaf_numbers_and_rows_most_
 
 def test_a_term_in_more_leaves_than_the_cap_is_left_out():
     many = [(f"skills/s{i}/SKILL.md", [(f"Topic {i}", "Every page says widget.")]) for i in range(20)]
-    index = parse_term_lines(build_term_index(many + [("skills/t/SKILL.md", [("Rare", "Only here: sprocket.")])]))
+    built = build_term_index(many + [("skills/t/SKILL.md", [("Rare", "Only here: sprocket.")])])
+    index = parse_term_lines(built.text)
     assert "widget" not in index and "=topic" not in index  # in 20 of 21 leaves: no direction
     assert index["sprocket"].leaves == {21: (1,)} and index["=rare"].leaves == {21: (1,)}
+    # Documents per term are counted for every term, the ones left out of the file too.
+    assert built.document_frequency["widget"] == 20 and built.document_frequency["topic"] == 20
+    assert built.document_frequency["sprocket"] == 1 and "every" not in built.document_frequency
 
 
 def test_a_large_tree_lists_no_term_in_more_leaves_than_the_absolute_cap():
@@ -49,12 +53,12 @@ def test_a_large_tree_lists_no_term_in_more_leaves_than_the_absolute_cap():
     leaves = [(f"skills/s/g{i}/INDEX.md", [(f"Page {i}", ("gadget " if i < MAX_LEAVES_LISTED else "")
                                               + ("gizmo " if i <= MAX_LEAVES_LISTED else "") + "text")])
               for i in range(1000)]
-    index = parse_term_lines(build_term_index(leaves))
+    index = parse_term_lines(build_term_index(leaves).text)
     assert len(index["gadget"].leaves) == MAX_LEAVES_LISTED and "gizmo" not in index
 
 
 def test_leaf_lines_then_sorted_term_lines_each_parse_back_from_grep_output():
-    text = build_term_index(LEAVES)
+    text = build_term_index(LEAVES).text
     lines = text.splitlines()
     assert lines[0].startswith("# term_index:")
     assert [line.split(" ")[0] for line in lines[1:4]] == ["@1", "@2", "@3"] and lines[4:] == sorted(lines[4:])
@@ -114,7 +118,7 @@ def _body_word_tree(root, with_index: bool, decoy: bool = False):
     if with_index:
         leaves = [(f"skills/{s}/{g}/INDEX.md", [docs[d] for d in members])
                   for s, groups in skills.items() for g, members in groups.items()]
-        (root / TERM_INDEX_FILE).write_text(build_term_index(leaves), encoding="utf-8")
+        (root / TERM_INDEX_FILE).write_text(build_term_index(leaves).text, encoding="utf-8")
     return root, target
 
 
@@ -146,7 +150,7 @@ def test_the_blocking_check_names_a_leaf_line_or_place_that_is_no_document_row(t
     leaves = [("skills/alpha/one/INDEX.md", [docs[d] for d in ids[:3]]),
               ("skills/alpha/two/INDEX.md", [docs[d] for d in ids[3:5]]),
               ("skills/beta/SKILL.md", [docs[ids[5]]])]
-    good = build_term_index(leaves)
+    good = build_term_index(leaves).text
 
     def outcome(text: str):
         (root / TERM_INDEX_FILE).write_text(text, encoding="utf-8")
@@ -201,7 +205,7 @@ def _title_word_tree(root, with_titles: bool):
     write_tree(root, skills, docs)
     leaves = [(f"skills/{s}/{g}/INDEX.md", [docs[d] for d in members])
               for s, groups in skills.items() for g, members in groups.items()]
-    lines = build_term_index(leaves).splitlines(keepends=True)
+    lines = build_term_index(leaves).text.splitlines(keepends=True)
     (root / TERM_INDEX_FILE).write_text("".join(line for line in lines if with_titles or not line.startswith(TITLE_MARK)),
                                         encoding="utf-8")
     return root, target

@@ -228,8 +228,9 @@ def staged_tree(stage: Stage, workspace: WorkspaceResource, llm: LLMResource, en
         (staged / ENTITY_INDEX_FILE).write_text(entity_index_json(index), encoding="utf-8")
         docs = art.read_table("documents.parquet")
         texts = dict(zip(docs["doc_id"], docs["text"]))
-        terms_text = build_term_index((n.nav_file, ((cards[d].title, texts[d]) for d in n.members))
-                                      for n in forest.nodes() if n.is_leaf)
+        built_terms = build_term_index((n.nav_file, ((cards[d].title, texts[d]) for d in n.members))
+                                       for n in forest.nodes() if n.is_leaf)
+        terms_text = built_terms.text
         (staged / TERM_INDEX_FILE).write_text(terms_text, encoding="utf-8")
         write_document_store(staged / DOCUMENT_STORE_FILE, (
             StoredDocument(d, cards[d].title, text, h, src)
@@ -251,7 +252,8 @@ def staged_tree(stage: Stage, workspace: WorkspaceResource, llm: LLMResource, en
         write_search_index(staged, vectors, docs["doc_id"].to_list(), encoder.model)
         # Probed with the search index just written, so the flat side ranks as the agent's search tool.
         tree = TreeInputs(forest, cards, docs["doc_id"].to_list(), docs["text"].to_list(), vectors,
-                          soft_members(art), SearchIndex.load(staged), files, term_index)
+                          soft_members(art), SearchIndex.load(staged), files, term_index,
+                          built_terms.document_frequency)
         started = time.perf_counter()
         report = diagnose(tree, lambda texts: embed_with_cache(encoder.encoder, workspace.workspace.cache, texts,
                                                                stage.embeddings), on_progress=stage.progress)
