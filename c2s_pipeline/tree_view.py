@@ -78,6 +78,10 @@ class CompiledView:
         self._hits: dict[str, np.ndarray] = {}
         self._term_order = {key: i for i, key in enumerate(term_index.terms)}
         self._parsed: dict[str, NavFile | None] = {}
+        # Leaf numbers by folder name (a folder's last part), as a grep of the leaf lines finds them.
+        self._leaves_by_name: dict[str, list[int]] = {}
+        for number, nav in term_index.leaves.items():
+            self._leaves_by_name.setdefault(leaf_folder(nav).rsplit("/", 1)[-1], []).append(number)
 
     def skills(self) -> list[tuple[Group, int]]:
         return list(self._skills)
@@ -117,9 +121,14 @@ class CompiledView:
         for nav_file, terms in asked:
             folder = posixpath.dirname(nav_file)
             if folder in self.subfolders:
-                found[nav_file] = [Child(k, [self._count(t, f"{folder}/{k}/INDEX.md") for t in terms],
-                                         bool(self.subfolders.get(f"{folder}/{k}")))
-                                   for k in self.subfolders[folder]]
+                names = self.subfolders[folder]
+                # Each child's run of lines; one search of a term's matching lines counts them all.
+                runs = np.array([self.lines_in.get(f"{folder}/{k}/INDEX.md", (0, 0)) for k in names],
+                                dtype=np.int64).reshape(-1, 2)
+                counts = [np.searchsorted(hits, runs[:, 1]) - np.searchsorted(hits, runs[:, 0])
+                          for hits in map(self._lines_with, terms)]
+                found[nav_file] = [Child(k, [int(c[i]) for c in counts], bool(self.subfolders.get(f"{folder}/{k}")))
+                                   for i, k in enumerate(names)]
         return found
 
     def read_rows(self, nav_files: list[str]) -> dict[str, NavFile]:
@@ -146,13 +155,11 @@ class CompiledView:
         return {key: keys[key] for key in sorted(keys, key=self._term_order.__getitem__)}
 
     def leaves_numbered(self, numbers: list[int]) -> dict[int, str]:
-        wanted = set(numbers)
-        return {n: nav for n, nav in sorted(self.term_index.leaves.items()) if n in wanted}
+        leaves = self.term_index.leaves
+        return {n: leaves[n] for n in sorted(set(numbers)) if n in leaves}
 
     def leaves_named(self, names: list[str]) -> dict[int, str]:
-        wanted = set(names)
-        return {n: nav for n, nav in sorted(self.term_index.leaves.items())
-                if leaf_folder(nav).rsplit("/", 1)[-1] in wanted}
+        return self.leaves_numbered([n for name in set(names) for n in self._leaves_by_name.get(name, ())])
 
     def read_document(self, doc_id: str) -> DocumentPage | None:
         if doc_id not in self.texts:
