@@ -63,8 +63,8 @@ from c2s_core.navrows import Card, Group, NavFile
 from c2s_core.term_index import RowScores, TermPostings, best_by_leaf, best_rows, row_scores
 from c2s_core.text import query_terms, terms, title_match
 
-from .beam import (BEAM_MIN, BODY_CARD_WEIGHT, BODY_WEIGHT, EVIDENCE_WEIGHT, ROUTE_FIRSTS_LEAD, ROUTE_RRF_K, RRF_K,
-                   TERM_JUMP_ROWS, TERM_LEAVES, TITLE_WEIGHT, beam_width, term_jump)
+from .beam import (BEAM_MIN, BODY_CARD_WEIGHT, BODY_WEIGHT, CARD_VECTORS, EVIDENCE_WEIGHT, ROUTE_FIRSTS_LEAD,
+                   ROUTE_RRF_K, RRF_K, TERM_JUMP_ROWS, TERM_LEAVES, TITLE_WEIGHT, beam_width, term_jump)
 from .scoring import SearchHit, bm25, fuse_rankings, rrf
 
 MAX_TERMS = 12  # question terms grepped for
@@ -523,7 +523,8 @@ class Engine:
             return [], {}
         ids = list(cards)
         texts = [cards[d].text for d in ids]
-        card_emb = self.embed(texts) @ self.qvec
+        shipped = self.view.document_vectors(ids) if CARD_VECTORS else None
+        card_emb = (shipped if shipped is not None else self.embed(texts)) @ self.qvec
         card_lex = bm25(self.qterms, [_terms(t) for t in texts])
         body = self._row_scores(ids)
         title = np.array([title_match(self.qterms, _terms(cards[d].title), self.idf) for d in ids])
