@@ -33,11 +33,12 @@ BODY_CARD_WEIGHT = 3.0  # ... and in ranking the documents of the leaves reached
 # A title that restates the question (``text.title_match``), one more list in ranking them: a
 # question that names a document by its title outranks documents that merely use its words more.
 TITLE_WEIGHT = 1.0
-# With CARD_VECTORS the cards reached are scored by the vectors the tree ships for their documents
-# (the compile's embedding of the full card and the start of the text), not by embedding each
-# card's row: two thirds of the texts the compile's probe embeds are cards. Off until
-# leave-one-corpus-out (benchmarks/loco.py) shows it loses no set beyond its interval.
-CARD_VECTORS = False
+# The cards reached are scored by the vectors the tree ships for their documents (the compile's
+# embedding of the full card and the start of the text), not by embedding each card's row: two
+# thirds of the texts the compile's probe embedded were cards. Leave-one-corpus-out over the
+# development corpora chose it, and it lost no set beyond its interval (benchmarks/README.md).
+# Off, or on a tree that ships no vectors, the rows are embedded.
+CARD_VECTORS = True
 TERM_LEAVES = 8  # leaves whose folders the survey looks up: those with the best rows for the question's words
 # ... of which the best two, where their best rows are as good as any in the leaves the beam
 # reached, have those rows read even so: a body-text question's words are mostly in no nav row,
