@@ -541,14 +541,19 @@ class Engine:
         if not kept:
             return [], {}
         at = {d: i for i, d in enumerate(ids)}
-        # A document read is scored by the vector the tree ships for it (its full card and text,
-        # embedded once by the compile); a tree without vectors has its pages embedded here.
-        vectors = self.view.document_vectors(kept)
-        if vectors is None:
-            vectors = self.embed([card_embedding_text(cards[d], pages[d].text) for d in kept])
-        doc_emb = vectors @ self.qvec
-        doc_lex = bm25(self.qterms, [_terms(f"{pages[d].title} {pages[d].text}") for d in kept])
         pick = [at[d] for d in kept]
+        # A document read is scored by the vector the tree ships for it (its full card and text,
+        # embedded once by the compile): the one its card was scored by when the cards were, so the
+        # embedding keeps its two shares of the final fusion. A tree without vectors has its pages
+        # embedded here.
+        if shipped is not None:
+            doc_emb = card_emb[pick]
+        else:
+            vectors = self.view.document_vectors(kept)
+            if vectors is None:
+                vectors = self.embed([card_embedding_text(cards[d], pages[d].text) for d in kept])
+            doc_emb = vectors @ self.qvec
+        doc_lex = bm25(self.qterms, [_terms(f"{pages[d].title} {pages[d].text}") for d in kept])
         final = rrf(card_emb[pick], card_lex[pick], doc_emb, doc_lex, body[pick], title[pick], k=RRF_K,
                     weights=[1.0, 1.0, 1.0, 1.0, BODY_CARD_WEIGHT, TITLE_WEIGHT])
         ranked = [kept[i] for i in np.argsort(-final, kind="stable")]
