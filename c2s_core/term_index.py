@@ -160,10 +160,12 @@ def document_terms(title: str, text: str) -> set[str]:
 
 @dataclass(frozen=True)
 class BuiltTermIndex:
-    """term_index.txt's text, and how many documents use each term (every term, the ones too
-    common to be listed too: what the navigability probe weighs a question's words by)."""
+    """term_index.txt's text; the same lines parsed (what :func:`parse_term_index` reads back from
+    the text); and how many documents use each term (every term, the ones too common to be listed
+    too: what the navigability probe weighs a question's words by)."""
 
     text: str
+    index: TermIndex
     document_frequency: dict[str, int]
 
 
@@ -174,8 +176,10 @@ def build_term_index(leaves: Iterable[tuple[str, Iterable[tuple[str, str]]]]) ->
     body: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
     titles: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
     lines = [HEADER]
+    index = TermIndex()
     for number, (nav_file, documents) in enumerate(leaves, 1):
         lines.append(f"{LEAF_MARK}{number} {leaf_folder(nav_file)}")
+        index.leaves[number] = leaf_nav_file(leaf_folder(nav_file))
         for row, (title, text) in enumerate(documents, 1):
             for term in set(terms(title)):
                 titles[term][number].append(row)
@@ -186,10 +190,11 @@ def build_term_index(leaves: Iterable[tuple[str, Iterable[tuple[str, str]]]]) ->
     for key, by_leaf in sorted(listed):
         if len(by_leaf) > cap or not _TERM.fullmatch(key.removeprefix(TITLE_MARK)):
             continue
-        places = " ".join(f"{leaf}:{','.join(map(str, rows))}"
-                          for leaf, rows in sorted(by_leaf.items(), key=lambda kv: (-len(kv[1]), kv[0])))
-        lines.append(f"{key} {sum(map(len, by_leaf.values()))} {places}")
-    return BuiltTermIndex("\n".join(lines) + "\n",
+        ordered = sorted(by_leaf.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        documents = sum(map(len, by_leaf.values()))
+        lines.append(f"{key} {documents} " + " ".join(f"{leaf}:{','.join(map(str, rows))}" for leaf, rows in ordered))
+        index.terms[key] = TermPostings(documents, {leaf: tuple(rows) for leaf, rows in ordered})
+    return BuiltTermIndex("\n".join(lines) + "\n", index,
                           {term: sum(map(len, by_leaf.values())) for term, by_leaf in body.items()})
 
 

@@ -20,7 +20,9 @@ LEAVES = [
 
 
 def test_leaves_are_numbered_in_order_and_places_are_leaf_numbers_and_rows_most_rows_first():
-    index = parse_term_index(build_term_index(LEAVES).text)
+    built = build_term_index(LEAVES)
+    index = parse_term_index(built.text)
+    assert built.index == index  # the compile's probe uses the parsed form the file reads back as
     assert index.leaves == {1: "skills/billing/refunds/INDEX.md", 2: "skills/billing/invoices/INDEX.md",
                             3: "skills/domains/SKILL.md"}
     assert index.terms["refund"].documents == 2
@@ -53,8 +55,10 @@ def test_a_large_tree_lists_no_term_in_more_leaves_than_the_absolute_cap():
     leaves = [(f"skills/s/g{i}/INDEX.md", [(f"Page {i}", ("gadget " if i < MAX_LEAVES_LISTED else "")
                                               + ("gizmo " if i <= MAX_LEAVES_LISTED else "") + "text")])
               for i in range(1000)]
-    index = parse_term_lines(build_term_index(leaves).text)
+    built = build_term_index(leaves)
+    index = parse_term_lines(built.text)
     assert len(index["gadget"].leaves) == MAX_LEAVES_LISTED and "gizmo" not in index
+    assert built.index == parse_term_index(built.text)
 
 
 def test_leaf_lines_then_sorted_term_lines_each_parse_back_from_grep_output():

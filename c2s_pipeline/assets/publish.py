@@ -29,7 +29,7 @@ from ..render import NodeExtras, render_node, rows_fit
 from ..resources import EncoderResource, LLMResource, WorkspaceResource
 from c2s_core.search_index import SearchIndex, write_search_index
 from ..storage import publish_tree, s3_client
-from c2s_core.term_index import TITLE_MARK, build_term_index, parse_term_index
+from c2s_core.term_index import TITLE_MARK, build_term_index
 from c2s_core.text import clip, sha256_hex
 from ..forest import Forest, Node, build_forest
 from ..subgroups import SUBGROUPS_FILE, split_crowded, stub_home, subgroup_rows
@@ -237,7 +237,7 @@ def staged_tree(stage: Stage, workspace: WorkspaceResource, llm: LLMResource, en
             for d, text, h, src in docs.select("doc_id", "text", "content_hash", "source").iter_rows()))
         outcomes = check_tree(staged, docs["doc_id"].to_list(), spec.p)
         manifest = build_manifest(spec, art, forest, files, index, outcomes, llm, encoder, stage)
-        term_index = parse_term_index(terms_text)
+        term_index = built_terms.index
         titles = sum(key.startswith(TITLE_MARK) for key in term_index.terms)
         manifest["stats"]["term_index"] = {"terms": len(term_index.terms) - titles, "title_terms": titles,
                                            "leaves": len(term_index.leaves),
