@@ -39,6 +39,7 @@ import math
 import os
 import platform
 import random
+import re
 import shutil
 import sys
 import tempfile
@@ -365,6 +366,7 @@ def incremental_step(name: str, home: Path, source: Path, args, cold: dict,
                       **{k: v for k, v in cold["parameters"].items() if k in ("p", "k")})
     log(f"[{name}] a day's change: +{counts['added']} ~{counts['edited']} -{counts['deleted']}; "
         f"incremental recompile ...")
+    reset_peak_rss()  # the change's own peak, not the cold compile's or the encoder pass's before it
     seconds, manifest, error = timed_compile(spec, home, args.provider, args.model, not args.quiet, EncodeMeter())
     result = {"change": counts, "seconds": round(seconds, 3)}
     if reference:
@@ -450,7 +452,9 @@ def bench_corpus(name: str, source: Path, args, info: dict | None = None) -> dic
             log(f"[{name}] compiles done; encoder alone ...")
             doc_texts, level_texts = embedded_texts(art)
             reference.measure("between")
+            reset_peak_rss()
             enc = time_encoder(doc_texts, level_texts, args.encoder_repeats)
+            enc["peak_rss_mb"] = peak_rss_mb()["process"]
             log(f"[{name}] encoder {enc['seconds']:.1f}s on {enc['texts']} texts")
             reference.measure("after")
             enc["matches_compile"] = enc["texts"] == cold["stats"]["embeddings"]["computed"]
@@ -488,14 +492,30 @@ def same_texts_encode_s(by_stage: dict[str, float]) -> float:
     return sum(s for stage, s in by_stage.items() if stage == "doc_embeddings" or stage.startswith("clusters_l"))
 
 
+def reset_peak_rss() -> bool:
+    """Start this process's peak resident memory afresh (Linux: ``/proc/self/clear_refs``), so
+    the next :func:`peak_rss_mb` is one phase's (the encoder pass, the change) and not the
+    highest of everything the process ran before it. False where the kernel cannot."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
 def peak_rss_mb() -> dict:
-    """Peak resident memory so far, in MB: this process's (the compile runs in it) and the
-    largest of its finished child processes' (steps a multiprocess executor ran). A process's
-    peak covers its whole life, so a later corpus's figure is at least an earlier one's."""
+    """Peak resident memory in MB: this process's (the compile runs in it) since it started or
+    since :func:`reset_peak_rss` (``VmHWM``; ``ru_maxrss``, the whole life, where there is no
+    /proc), and the largest of its finished child processes' (steps a multiprocess executor ran)."""
     import resource
 
     kb = {who: resource.getrusage(flag).ru_maxrss for who, flag in
           (("process", resource.RUSAGE_SELF), ("children", resource.RUSAGE_CHILDREN))}
+    try:
+        status = Path("/proc/self/status").read_text()
+        kb["process"] = int(re.search(r"^VmHWM:\s+(\d+) kB", status, re.M)[1])
+    except (OSError, TypeError):
+        pass
     return {who: round(v / 1024, 1) for who, v in kb.items()}
 
 
@@ -581,7 +601,9 @@ def report(r: dict) -> str:
                    f"ratio at equal speed: {r['ratio_at_equal_speed']:.2f}")
     if "peak_rss_mb" in r:
         out.append(f"peak RSS after the cold compile: {r['peak_rss_mb']['process']:,.0f} MB (benchmark process, "
-                   f"the compile in it), {r['peak_rss_mb']['children']:,.0f} MB (largest child process)")
+                   f"the compile in it), {r['peak_rss_mb']['children']:,.0f} MB (largest child process)"
+                   + (f"; the encoder pass alone {r['encoder']['peak_rss_mb']:,.0f} MB"
+                      if (r.get("encoder") or {}).get("peak_rss_mb") else ""))
     out.append(f"load average before/after: {r.get('load_before')} / {r.get('load_after')} "
                f"(other work on the machine inflates every figure)")
     failed = {k: v for k, v in r["checks"].items() if not v["passed"]}
@@ -603,7 +625,8 @@ def incremental_line(inc: dict) -> str:
     equal = inc.get("wall_ratio_at_equal_speed")
     return (head + f"{build.get('mode')} recompile {inc['seconds']:.1f} s = {inc['wall_ratio']:.1%} of the cold "
             f"compile (target 10%{f'; at equal speed {equal:.1%}' if equal else ''}), {inc['llm_calls']} LLM calls = {inc['calls_ratio']:.1%} (target 3%), "
-            f"{inc['embeddings']} embeddings = {inc['embeddings_ratio']:.1%}; {build.get('reason')}")
+            f"{inc['embeddings']} embeddings = {inc['embeddings_ratio']:.1%}; peak RSS {inc['peak_rss_mb']['process']:,.0f} MB; "
+            f"{build.get('reason')}")
 
 
 def summary_line(r: dict) -> str:
@@ -680,7 +703,9 @@ def growth_report(paths: list[Path]) -> str:
                  ["  its time / cold", *each("wall_ratio", ".1%"), *[""] * len(steps)],
                  ["  at equal speed", *[_num(r.get("incremental", {}).get("wall_ratio_at_equal_speed"), ".1%")
                                         for r in runs], *[""] * len(steps)],
-                 ["  its LLM calls / cold", *each("calls_ratio", ".1%"), *[""] * len(steps)]]
+                 ["  its LLM calls / cold", *each("calls_ratio", ".1%"), *[""] * len(steps)],
+                 ["  its peak RSS MB", *[_num(r.get("incremental", {}).get("peak_rss_mb", {}).get("process"), ",.0f")
+                                         for r in runs], *[""] * len(steps)]]
     out.append(fmt_table(head, rows, "l" + "r" * (len(head) - 1)))
     stages = stage_order({s: None for r in runs for s in r["stages_cold"]})
     rows = []
