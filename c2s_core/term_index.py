@@ -191,9 +191,9 @@ def build_term_index(leaves: Iterable[tuple[str, Iterable[tuple[str, str]]]]) ->
         if len(by_leaf) > cap or not _TERM.fullmatch(key.removeprefix(TITLE_MARK)):
             continue
         ordered = sorted(by_leaf.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-        documents = sum(map(len, by_leaf.values()))
-        lines.append(f"{key} {documents} " + " ".join(f"{leaf}:{','.join(map(str, rows))}" for leaf, rows in ordered))
-        index.terms[key] = TermPostings(documents, {leaf: tuple(rows) for leaf, rows in ordered})
+        users = sum(map(len, by_leaf.values()))  # documents using the term
+        lines.append(f"{key} {users} " + " ".join(f"{leaf}:{','.join(map(str, rows))}" for leaf, rows in ordered))
+        index.terms[key] = TermPostings(users, {leaf: tuple(rows) for leaf, rows in ordered})
     return BuiltTermIndex("\n".join(lines) + "\n", index,
                           {term: sum(map(len, by_leaf.values())) for term, by_leaf in body.items()})
 
