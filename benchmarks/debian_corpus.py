@@ -42,8 +42,8 @@ from bs4 import BeautifulSoup, NavigableString, Tag
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".cache" / "debian"
 DEFAULT_SOURCES = ("git", "manpages", "postgresql", "python")
-# Development sets leave the Python documentation out on purpose: a language's reference docs
-# are held out for evaluation, so nothing is tuned on them.
+# Development sets leave the Python documentation out on purpose: its reference with FAQ
+# questions is held out for evaluation, so nothing is tuned on it (Perl's, source ``perl``, stands in).
 DEV_SOURCES = ("git", "manpages", "postgresql", "cmake")
 # The scale corpus (over 50,000 documents): the Java SE and JavaFX APIs, member by member, beside
 # the development sources.
@@ -753,6 +753,187 @@ def _mallard_files(tree: Path) -> Iterator[tuple[Path, str]]:
 
 
 # --------------------------------------------------------------------------
+# POD (Perl's reference pages and its core modules' documentation)
+
+_POD_OPEN = re.compile(r"([A-Z])(<+)")
+_POD_COMMAND = re.compile(r"=(\w+)\s*(.*)", re.S)
+_POD_ENTITIES = {"lt": "<", "gt": ">", "verbar": "|", "sol": "/", "amp": "&", "quot": '"', "apos": "'",
+                 "nbsp": " ", "copy": "©", "eacute": "é", "auml": "ä", "ouml": "ö", "uuml": "ü"}
+# Pages that are not reference text: the FAQ (its questions are asked of the rest), the generated
+# table of contents and the translations' notes.
+POD_SKIP = re.compile(r"^(perlfaq\d*|perltoc|perlcn|perljp|perlko|perltw)$")
+PERLFUNC = "pod/perlfunc"
+
+
+def pod_inline(text: str, links: list[str] | None = None) -> str:
+    """POD formatting codes as plain text (``C<< $a <=> $b >>`` → ``$a <=> $b``; ``X<>`` index
+    entries dropped; ``L<text|target>`` → its text). Each link's target goes to ``links``."""
+
+    def parse(i: int, close: re.Pattern | None) -> tuple[str, int]:
+        out: list[str] = []
+        while i < len(text):
+            if close is not None:
+                m = close.match(text, i)
+                if m:
+                    return "".join(out), m.end()
+            m = _POD_OPEN.match(text, i)
+            if m and (len(m.group(2)) == 1 or text[m.end():m.end() + 1].isspace()):
+                n = len(m.group(2))
+                inner, i = parse(m.end(), re.compile(">" if n == 1 else r"\s+" + ">" * n))
+                out.append(_pod_code(m.group(1), inner.strip() if n > 1 else inner, links))
+                continue
+            out.append(text[i])
+            i += 1
+        return "".join(out), i
+
+    return parse(0, None)[0]
+
+
+def _pod_code(code: str, inner: str, links: list[str] | None) -> str:
+    if code in "XZ":
+        return ""
+    if code == "E":
+        if inner.isdigit() or inner.lower().startswith("0x"):
+            return chr(int(inner, 0))
+        return _POD_ENTITIES.get(inner, inner)
+    if code != "L":
+        return inner
+    label, _, target = inner.rpartition("|")
+    if links is not None:
+        links.append(target)
+    if label:
+        return label
+    name, _, section = target.partition("/")
+    section = section.strip('"')
+    return f"{section} in {name}" if section and name else section or name
+
+
+def pod_blocks(raw: str) -> Iterator[tuple[str, str, str]]:
+    """A POD source's paragraphs as ``(command, argument, text)``: ``("head2", heading, "")``,
+    ``("item", label, "")``, ``("", "", text)`` for ordinary and verbatim paragraphs. Code
+    outside ``=pod``..``=cut``, ``=begin``..``=end`` regions and ``=for`` paragraphs are left out."""
+    in_pod, skip_to = False, None
+    for para in re.split(r"\n[ \t]*\n", raw.replace("\r\n", "\n")):
+        para = para.strip("\n")
+        if not para:
+            continue
+        command_match = _POD_COMMAND.match(para)
+        if command_match:
+            command, arg = command_match.groups()
+            if command == "cut":
+                in_pod = False
+                continue
+            in_pod = True
+            if skip_to:
+                if command == "end" and arg.split()[:1] == [skip_to]:
+                    skip_to = None
+                continue
+            if command == "begin":
+                skip_to = (arg.split() or [""])[0]
+            elif command in ("head1", "head2", "head3", "head4", "item", "over", "back"):
+                yield command, " ".join(arg.split()), ""
+            continue
+        if in_pod and not skip_to:
+            yield "", "", para
+
+
+def parse_pod(path: Path) -> Node | None:
+    """A POD page as sections: ``=head1`` below the page, ``=head2`` below it, deeper heads below
+    that; the page's title from its NAME paragraph. In ``perlfunc`` each function of the
+    alphabetical listing (its ``=item`` signatures and their text) becomes a node of its own,
+    marked ``absolute``, which :func:`split_pod` makes a page."""
+    raw = path.read_text(encoding="utf-8", errors="replace")
+    functions = path.stem == "perlfunc"
+    root = Node(None, path.stem, "")
+    stack: list[tuple[int, Node]] = [(0, root)]
+    texts: dict[int, list[str]] = {id(root): []}
+    name_line, heading, depth, last = "", "", 0, ""
+    entry: Node | None = None
+
+    def add(level: int, node: Node) -> Node:
+        while stack[-1][0] >= level:
+            stack.pop()
+        stack[-1][1].children.append(node)
+        stack.append((level, node))
+        texts[id(node)] = []
+        return node
+
+    for command, arg, text in pod_blocks(raw):
+        if command.startswith("head"):
+            level = min(int(command[4]), 3)
+            heading = pod_inline(arg).strip()
+            entry = None
+            if level == 1 and heading == "NAME":  # its paragraph is the page's title
+                del stack[1:]
+                continue
+            add(level, Node(re.sub(r"[^a-z0-9]+", "-", heading.lower()).strip("-") or None, heading, ""))
+        elif command == "over":
+            depth += 1
+        elif command == "back":
+            depth = max(0, depth - 1)
+        elif command == "item":
+            label = pod_inline(arg).strip()
+            if functions and depth == 1 and heading == "Alphabetical Listing of Perl Functions":
+                if entry is None or last != "item":
+                    name = re.match(r"-?\w+|\S+", label or "?").group(0)
+                    entry = add(4, Node(name, name, "", absolute=True))
+                texts[id(entry)].append(label)
+            elif label and label != "*":
+                texts[id(stack[-1][1])].append("- " + label.lstrip("* "))
+        else:
+            # a verbatim paragraph (indented code) is kept as it is; it has no formatting codes
+            body = text if text[:1] in " \t" else " ".join(pod_inline(text).split())
+            if not body:  # an index entry alone (X<...>) is no text
+                continue
+            if heading == "NAME" and not name_line:
+                name_line = body
+                continue
+            texts[id(stack[-1][1])].append(body)
+        last = command or "text"
+    nodes = [root]
+    while nodes:
+        node = nodes.pop()
+        node.text = "\n".join(texts.get(id(node), []))
+        nodes.extend(node.children)
+    if not root.children and not root.text:
+        return None
+    name, _, purpose = (name_line or path.stem).partition(" - ")
+    root.heading = f"{name.strip()} — {purpose.strip()}" if purpose.strip() else name.strip()
+    return root
+
+
+def split_pod(root: Node, source: str, relpath: str) -> list[dict]:
+    """``split_page``, with each of perlfunc's functions a page of its own (``pod/perlfunc/sort``):
+    a function is looked up by its name, as a module is."""
+    pages = [(relpath, root)]
+    if relpath == PERLFUNC:
+        def pull(node: Node) -> None:
+            for child in node.children:
+                if child.absolute:
+                    pages.append((f"{relpath}/{child.heading}", Node(None, f"perlfunc › {child.heading}",
+                                                                       child.full_text())))
+                else:
+                    pull(child)
+            node.children = [c for c in node.children if not c.absolute]
+        pull(root)
+    return [d for rel, node in pages for d in split_page(node, source, rel)]
+
+
+def _pod_files(tree: Path) -> Iterator[tuple[Path, str]]:
+    """Reference pages as ``pod/<name>`` and modules as their name's path (``Time/Piece``); a
+    module documented in a ``.pod`` beside its ``.pm`` is read from the ``.pod``."""
+    for root in sorted(tree.glob("usr/share/perl/5*")) + sorted(tree.glob("usr/lib/*/perl/5*")):
+        for path in sorted({*root.rglob("*.pod"), *root.rglob("*.pm")}):
+            rel = path.relative_to(root).with_suffix("").as_posix()
+            if rel.startswith("pod/"):
+                if POD_SKIP.match(path.stem):
+                    continue
+            elif path.suffix == ".pm" and path.with_suffix(".pod").exists():
+                continue
+            yield path, rel
+
+
+# --------------------------------------------------------------------------
 # Sources: which packages, which files, how to parse them
 
 
@@ -816,6 +997,10 @@ SOURCES: dict[str, Source] = {
     "gnome-help": Source(lambda: list(HELP_PACKAGES), _mallard_files, parse_mallard),
     # A command reference: the manual pages of a system's everyday administration tools.
     "commands": Source(lambda: list(COMMAND_PACKAGES), _man_files, parse_manpage),
+    # A language's reference: Perl's manual pages and its core modules' documentation (perlfaq
+    # left out: its questions are asked of the rest, see ``make_perlfaq_questions``).
+    "perl": Source(lambda: ["perl-doc", _newest_package(r"perl-modules-5\.[0-9]+"), _newest_package(r"libperl5\.[0-9]+")],
+                   _pod_files, parse_pod, split_pod),
     "cmake": Source(
         lambda: ["cmake-doc"],
         _html_files("usr/share/doc/cmake-data/html", r"^_|(^|/)(genindex|search|index)\.html$"),
@@ -898,12 +1083,13 @@ def _write_jsonl(path: Path, rows: Iterable[dict]) -> int:
 def build_corpus(out: Path, min_docs: int = 5000, limit: int | None = None,
                  sources: Iterable[str] | None = None, questions: Path | None = None,
                  n_questions: int = 100, faq_questions: Path | None = None,
-                 faq_page_questions: Path | None = None) -> dict:
+                 faq_page_questions: Path | None = None, perlfaq_questions: Path | None = None) -> dict:
     """Write the corpus JSONL to `out` (and optionally questions); return a summary.
 
     `questions` are known-item questions from titles; `faq_questions` FAQ-style questions from
     body text with the source section as gold, `faq_page_questions` the same questions with
-    every section of the page as gold.
+    every section of the page as gold; `perlfaq_questions` Perl's FAQ with the pages its answers
+    link to as gold (the ``perl`` source).
 
     Raises CorpusError when fewer than `min_docs` documents can be assembled
     (checked before `limit` is applied, so small sampled runs stay possible).
@@ -937,6 +1123,9 @@ def build_corpus(out: Path, min_docs: int = 5000, limit: int | None = None,
         _write_jsonl(Path(faq_questions), faq)
     if faq_page_questions:
         _write_jsonl(Path(faq_page_questions), page_level(faq))
+    perlfaq = make_perlfaq_questions(docs) if perlfaq_questions else []
+    if perlfaq_questions:
+        _write_jsonl(Path(perlfaq_questions), perlfaq)
     return {
         "out": str(out),
         "docs": len(docs),
@@ -945,6 +1134,7 @@ def build_corpus(out: Path, min_docs: int = 5000, limit: int | None = None,
         "mb": round(size / 1e6, 2),
         "questions": len(qs),
         "faq_questions": len(faq),
+        "perlfaq_questions": len(perlfaq),
         "errors": errors,
         "seconds": round(time.time() - start, 2),
     }
@@ -1003,6 +1193,48 @@ def make_questions(docs: list[dict], n: int = 100) -> list[dict]:
     return [{"id": f"q{i:03d}", "question": q, "gold_ids": [d["id"]]}
             for i, (q, d) in enumerate(sorted(picked, key=lambda qd: qd[1]["id"]))]
 
+
+
+def _link_page(target: str, pages: set[str]) -> str | None:
+    """The corpus page a POD link's target names (``perlfunc/sort`` → ``perl/pod/perlfunc/sort``,
+    ``perlop/"Quote..."`` → ``perl/pod/perlop``, ``Time::Piece`` → ``perl/Time/Piece``), if any."""
+    name, _, section = target.strip().partition("/")
+    name, section = name.strip().strip('"'), section.strip().strip('"')
+    if name == "perlfunc":  # the function reference as a whole names no one page
+        return f"perl/pod/perlfunc/{section.split()[0]}" if section and f"perl/pod/perlfunc/{section.split()[0]}" in pages else None
+    candidates = [f"perl/pod/{name}", "perl/" + name.replace("::", "/")]
+    return next((c for c in candidates if c in pages), None)
+
+
+def make_perlfaq_questions(docs: list[dict], faq_pods: Iterable[Path] | None = None) -> list[dict]:
+    """The questions of Perl's FAQ (``perlfaq1``-``perlfaq9`` of perl-doc, or ``faq_pods``: each
+    ``=head2`` is a question its authors answered), with the reference pages their answers link
+    to as gold (page level: every document of a linked page). Questions whose answers link to no
+    page of the corpus are left out; the FAQ itself is not in the corpus."""
+    if faq_pods is None:
+        tree, _ = fetch_package("perl-doc")
+        faq_pods = sorted(tree.glob("usr/share/perl/5*/pod/perlfaq[1-9].pod"))
+    page_docs: dict[str, list[str]] = {}
+    for d in docs:
+        page_docs.setdefault(d["id"].split("#", 1)[0], []).append(d["id"])
+    rows = []
+    for path in faq_pods:
+        question, links = None, []
+
+        def close() -> None:
+            gold = list(dict.fromkeys(p for p in (_link_page(t, set(page_docs)) for t in links) if p))
+            if question and gold:
+                rows.append({"id": f"{path.stem}-{len(rows):03d}", "question": question,
+                             "gold_ids": [i for p in gold for i in page_docs[p]], "gold_pages": gold})
+
+        for command, arg, text in pod_blocks(path.read_text(encoding="utf-8", errors="replace")):
+            if command.startswith("head"):
+                close()
+                question, links = (" ".join(pod_inline(arg).split()) if command == "head2" else None), []
+            elif question:
+                pod_inline(arg or text, links)
+        close()
+    return rows
 
 # --------------------------------------------------------------------------
 

@@ -1,8 +1,8 @@
 """Development corpora for navigation against flat retrieval, and their acceptance table.
 
 Builds the project's development corpora from public text (the Python documentation is left
-out: a language's reference docs are held out for evaluation, so nothing here is tuned on
-them), compiles each with the offline default, and runs ``nav_bench.evaluate`` on each of
+out: its reference with FAQ questions is held out for evaluation, so nothing here is tuned on
+it), compiles each with the offline default, and runs ``nav_bench.evaluate`` on each of
 their question sets. The corpora are of different kinds, so a constant chosen on them is
 chosen leave-one-corpus-out (``loco.py``), never on one:
 
@@ -12,6 +12,7 @@ chosen leave-one-corpus-out (``loco.py``), never on one:
 | ``wixqa`` | help center | the shared WixQA sample (173) | its 80 expert questions |
 | ``help`` | tech-support articles | GNOME's desktop help and its applications' (``HELP_PACKAGES``) | FAQ from body text, page gold |
 | ``commands`` | command reference | the man pages of ``COMMAND_PACKAGES`` | known-item from each page's NAME line and headings |
+| ``perl`` | a language's reference | Perl's manual pages and its core modules' documentation | Perl's own FAQ (real questions), the pages each answer links to as gold |
 | ``scale-20k`` | 20,000 documents | a 20,000-document sample of ``SCALE_SOURCES`` (mostly Java API members) | known-item |
 
 It prints one acceptance table: per set, routed and navigator-only recall@5 as a ratio of
@@ -91,6 +92,8 @@ CORPORA: tuple[DevCorpus, ...] = (
               sources=("gnome-help",), min_docs=500, n_questions=120),
     DevCorpus("commands", "command reference", (DevSet("commands known-item", "known-item", "topic"),),
               sources=("commands",), min_docs=1000, n_questions=120),
+    DevCorpus("perl", "language reference", (DevSet("perl faq", "perlfaq", "detail", page_level=True),),
+              sources=("perl",), min_docs=2000),
     DevCorpus("scale-20k", "20,000 documents", (DevSet("scale-20k known-item", "known-item", "topic"),),
               sources=SCALE_SOURCES, limit=20000, min_docs=20000),
 )
@@ -211,12 +214,13 @@ def build(corpus: DevCorpus, data: Path) -> tuple[Path, dict[str, Path], dict]:
         files = {s.questions: corpus.external / s.questions for s in corpus.sets}
         return corpus.external / "corpus.jsonl", files, {"docs": sum(1 for _ in (corpus.external / "corpus.jsonl").open())}
     kinds = {s.questions for s in corpus.sets}
-    files = {k: data / f"{corpus.name}-{k}.jsonl" for k in ("docs", "known-item", "faq", "faq-page")}
+    files = {k: data / f"{corpus.name}-{k}.jsonl" for k in ("docs", "known-item", "faq", "faq-page", "perlfaq")}
     summary = build_corpus(files["docs"], min_docs=corpus.min_docs, limit=corpus.limit, sources=corpus.sources,
                            questions=files["known-item"] if "known-item" in kinds else None,
                            n_questions=corpus.n_questions,
                            faq_questions=files["faq"] if "faq" in kinds else None,
-                           faq_page_questions=files["faq-page"] if "faq-page" in kinds else None)
+                           faq_page_questions=files["faq-page"] if "faq-page" in kinds else None,
+                           perlfaq_questions=files["perlfaq"] if "perlfaq" in kinds else None)
     return files["docs"], {k: files[k] for k in kinds}, summary
 
 

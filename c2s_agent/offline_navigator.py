@@ -56,10 +56,13 @@ MISSING_SHARE = 0.1  # ... and only towards a missing term that carries this muc
 MAX_BACKTRACKS = 2
 ROUTE_BELOW = 0.8  # routing confidence under which search results join the candidates (tuned on WixQA dev)
 SEARCH_HITS = 10  # documents asked of the search tool in each mode when routing to it
-# The search tool's modes when routing to it: keywords and the document vectors ranked apart, each
-# a list beside navigation's (a question worded as a document's body is found by bm25, one asked
-# in a user's words by dense; hybrid's average of the two sinks the one that is right).
-SEARCH_MODES = ("bm25", "dense")
+# The search tool's modes when routing to it, each a list beside navigation's: keywords and the
+# document vectors ranked apart (a question worded as a document's body is found by bm25, one asked
+# in a user's words by dense), and their fusion, hybrid, as a third (ROUTE_HYBRID): a document both
+# rank well but neither first is what a question in other words than the documents' often asks
+# for (leave-one-corpus-out over the development corpora chose it: benchmarks/README.md).
+SEARCH_MODES = ("bm25", "dense", "hybrid")
+ROUTE_HYBRID = True
 
 
 def navigate(question: str, tools: TreeTools, *, budget: TurnBudget | None = None,
@@ -75,6 +78,13 @@ def navigate(question: str, tools: TreeTools, *, budget: TurnBudget | None = Non
 
 # Grep listings over thousands of nav files outgrow the 8 KB an LLM is shown; a program can read more.
 navigate.tool_options = {"max_output_bytes": 256 * 1024}  # type: ignore[attr-defined]
+
+
+def search_modes(has_vectors: bool) -> tuple[str, ...]:
+    """The search modes routing asks for: bm25 alone where the tree ships no document vectors."""
+    if not has_vectors:
+        return SEARCH_MODES[:1]
+    return SEARCH_MODES if ROUTE_HYBRID else SEARCH_MODES[:2]
 
 
 class Navigator(Engine):
@@ -98,7 +108,7 @@ class Navigator(Engine):
         text = compose_answer(question, [pages[d] for d in ranked[:3]], self.qterms, self.embed)
         path = self._path(ranked, cards, len(citations_in(text)))
         usage = {"beam": round(sum(self.widths) / max(1, len(self.widths)), 2), "widths": self.widths,
-                 "routed": bool(self.hits), "calls_per_round": self.budget.calls_per_round(),
+                 "routed": bool(self.hits), "navigation_lost": self.lost, "calls_per_round": self.budget.calls_per_round(),
                  **{f"confidence_{k}": round(v, 4) for k, v in self.confidence.items()}}
         return Reply(text, ranked, path, self.budget.used, list(self.read), self.notes, usage)
 
@@ -211,7 +221,7 @@ class Navigator(Engine):
         if not self.route:
             return
         index = self.tools.search_index
-        modes = SEARCH_MODES if index is not None and index.has_vectors else SEARCH_MODES[:1]
+        modes = search_modes(index is not None and index.has_vectors)
         self.found = [self.tools.search_hits(self.question, SEARCH_HITS, mode) for mode in modes]
 
     def search(self, confidence: float) -> list[list[SearchHit]]:

@@ -513,8 +513,8 @@ def test_unstemmed_index_of_an_older_tree_is_queried_as_it_was_built(searchable_
 
 def test_routing_fuses_search_when_confidence_is_low(searchable):
     routed = answer("How many days do I have to request a refund?", searchable, route_below=1.01)
-    assert routed.usage["routed"] and routed.usage["search_calls"] == 2  # bm25 and dense, in the survey
-    assert [c.input["mode"] for c in routed.trace if c.tool == "search"] == ["bm25", "dense"]
+    assert routed.usage["routed"] and routed.usage["search_calls"] == 3  # bm25, dense and hybrid, in the survey
+    assert [c.input["mode"] for c in routed.trace if c.tool == "search"] == ["bm25", "dense", "hybrid"]
     assert any("search hit(s) fused" in n for n in routed.notes)
     assert routed.citations[0] == "refund-policy" and not routed.flags and routed.turns <= 10
     alone = answer("How many days do I have to request a refund?", searchable, route=False)
@@ -523,7 +523,31 @@ def test_routing_fuses_search_when_confidence_is_low(searchable):
     assert 0.0 <= alone.usage["confidence_routing"] <= 1.0
     # The search is asked in the survey round; a confident navigation does not fuse its hits.
     never = answer("How many days do I have to request a refund?", searchable, route_below=0.0)
-    assert not never.usage["routed"] and never.usage["search_calls"] == 2 and never.fetched == alone.fetched
+    assert not never.usage["routed"] and never.usage["search_calls"] == 3 and never.fetched == alone.fetched
+
+
+def test_navigation_that_agrees_with_no_search_list_is_left_out_of_the_fusion(searchable, monkeypatch):
+    from c2s_core.navigation import engine
+    from c2s_core.navigation.engine import agrees
+
+    assert agrees(["a", "b", "c"], [["v", "w"], ["x", "y", "z", "q", "c"]])  # navigation's third, a list's fifth
+    assert not agrees(["a", "b", "c", "d"], [["x", "y", "z", "q", "r", "d"]])  # its fourth, the list's sixth
+    assert not agrees([], [["x"]])  # navigation reached nothing
+
+    question = "How many days do I have to request a refund?"
+    real = TreeTools.search_hits
+
+    def elsewhere(self, query, k=10, mode="hybrid"):  # the search tool finds only another page
+        return [h for h in real(self, query, k, mode) if h.doc_id == "shipping-times"]
+
+    monkeypatch.setattr(TreeTools, "search_hits", elsewhere)
+    monkeypatch.setattr(engine, "ROUTE_AGREE", 1)
+    lost = answer(question, searchable, route_below=1.01)
+    assert lost.usage["navigation_lost"] and lost.fetched == ["shipping-times"]
+    assert any("no search list's first five" in n for n in lost.notes)
+    monkeypatch.setattr(engine, "ROUTE_AGREE", 0)  # never left out: navigation's documents are read beside
+    kept = answer(question, searchable, route_below=1.01)
+    assert not kept.usage["navigation_lost"] and {"refund-policy", "shipping-times"} <= set(kept.fetched)
 
 
 def test_routing_without_document_vectors_fuses_bm25_alone(searchable_without_vectors):

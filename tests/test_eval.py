@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from c2s_agent.evaluation.metrics import (QAError, QAItem, clean_answer, context_scores, load_qa, mrr_at,
                                           normalize, paired_bootstrap, recall_at, token_f1)
 from c2s_agent.evaluation.runner import MethodError, parse_methods
-from c2s_agent.offline_navigator import ROUTE_BELOW, SEARCH_MODES
+from c2s_agent.offline_navigator import ROUTE_BELOW, search_modes
 
 from .conftest import WIXQA
 
@@ -263,7 +263,7 @@ def test_eval_reports_routed_and_navigation_only_side_by_side(wixqa_tree, tmp_pa
     assert len(alone) == len(routed) == 6
     assert all(r["usage"]["search_calls"] == 0 and not r["usage"]["routed"] for r in alone)
     for r in routed:  # asked in the survey, once a mode; fused exactly when its routing confidence was low
-        assert r["usage"]["search_calls"] == len(SEARCH_MODES)
+        assert r["usage"]["search_calls"] == len(search_modes(True))
         assert r["usage"]["routed"] == (r["usage"]["confidence_routing"] < ROUTE_BELOW)
     assert "| navigator-only |" in (out / "results.md").read_text()
 

@@ -16,6 +16,11 @@ ROUTE_RRF_K = 5.0
 # is often found by bm25 alone, and its document, in no other list, sank under documents two lists
 # rank middling (leave-one-corpus-out over the development corpora: benchmarks/README.md).
 ROUTE_FIRSTS_LEAD = True
+# ... unless navigation is lost: none of its first three documents is among any search list's first
+# five. On every development set navigation found none of the answers where that happened (it
+# happens on a question asked in other words than the tree's, rarely elsewhere), so its list is left
+# out of the fusion and the documents read are the search lists' (0: never left out).
+ROUTE_AGREE = 3
 # Grep counts below a node rank the branch holding the answer first more often than the row's
 # text does (on development trees, at every level), so they count four times in the fusion.
 EVIDENCE_WEIGHT = 4.0

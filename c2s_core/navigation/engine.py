@@ -63,8 +63,8 @@ from c2s_core.navrows import Card, Group, NavFile
 from c2s_core.term_index import RowScores, TermPostings, best_by_leaf, best_rows, row_scores
 from c2s_core.text import query_terms, terms, title_match
 
-from .beam import (BEAM_MIN, BODY_CARD_WEIGHT, BODY_WEIGHT, CARD_VECTORS, EVIDENCE_WEIGHT, ROUTE_FIRSTS_LEAD,
-                   ROUTE_RRF_K, RRF_K, TERM_JUMP_ROWS, TERM_LEAVES, TITLE_WEIGHT, beam_width, term_jump)
+from .beam import (BEAM_MIN, BODY_CARD_WEIGHT, BODY_WEIGHT, CARD_VECTORS, EVIDENCE_WEIGHT, ROUTE_AGREE,
+                   ROUTE_FIRSTS_LEAD, ROUTE_RRF_K, RRF_K, TERM_JUMP_ROWS, TERM_LEAVES, TITLE_WEIGHT, beam_width, term_jump)
 from .scoring import SearchHit, bm25, fuse_rankings, rrf
 
 MAX_TERMS = 12  # question terms grepped for
@@ -215,6 +215,7 @@ class Engine:
         self.parents: dict[str, str] = {}
         self.row_numbers: dict[str, list[int]] = {}  # leaf read in part -> the row number of each card read
         self.notes: list[str] = []
+        self.lost = False  # routed, and navigation's first documents are in no search list's first few
 
     # -- the run ------------------------------------------------------------------------
 
@@ -530,8 +531,13 @@ class Engine:
         title = np.array([title_match(self.qterms, _terms(cards[d].title), self.idf) for d in ids])
         first = rrf(card_emb, card_lex, body, title, k=RRF_K, weights=[1.0, 1.0, BODY_CARD_WEIGHT, TITLE_WEIGHT])
         lists = [[h.doc_id for h in hits] for hits in flat]
+        first_order = [ids[i] for i in np.argsort(-first, kind="stable")]
+        self.lost = bool(lists) and not agrees([d for d in first_order if d in self.navigated], lists)
+        if self.lost:
+            self.notes.append(f"navigation's first {ROUTE_AGREE} documents are in no search list's first five: "
+                              "the search lists alone are read and ranked")
         # At most ``fetch`` documents, read in one round.
-        order = self._fused([ids[i] for i in np.argsort(-first, kind="stable")], lists)[: self.fetch]
+        order = self._fused(first_order, lists)[: self.fetch]
         pages: dict[str, DocumentPage] = {}
         for doc_id in order:
             page = self.view.read_document(doc_id)
@@ -564,7 +570,8 @@ class Engine:
         fused with the flat rankings."""
         if not lists:
             return ranked
-        return fuse_rankings([[d for d in ranked if d in self.navigated], *lists], ROUTE_RRF_K, firsts_lead=ROUTE_FIRSTS_LEAD)
+        own = [] if self.lost else [[d for d in ranked if d in self.navigated]]
+        return fuse_rankings([*own, *lists], ROUTE_RRF_K, firsts_lead=ROUTE_FIRSTS_LEAD)
 
     def _number_leaves(self, paths: list[str]) -> None:
         """The term-index numbers of leaves read that the survey did not name, looked up by
@@ -579,6 +586,15 @@ class Engine:
         from the term lines the survey read."""
         return np.array([self.term_rows.get((self.leaf_numbers.get(self.rows[d][0], 0), self.rows[d][1]), 0.0)
                          if d in self.rows else 0.0 for d in ids])
+
+
+def agrees(navigation: Sequence[str], lists: Sequence[Sequence[str]]) -> bool:
+    """Is one of navigation's first :data:`~.beam.ROUTE_AGREE` documents among the first five of
+    a search list? Always, with ``ROUTE_AGREE`` 0."""
+    if not ROUTE_AGREE:
+        return True
+    found = {d for ranking in lists for d in ranking[:5]}
+    return any(d in found for d in navigation[:int(ROUTE_AGREE)])
 
 
 def card_embedding_text(card: Card, text: str) -> str:
