@@ -8,7 +8,10 @@ flat method. Only what transfers to a corpus that took no part in the choice is 
 
 A corpus's preference is its *margin*: per set, the smaller of routed recall@5 / best flat
 (target 1.0) and navigator-only recall@5 / (0.95 × best flat), averaged over the corpus's sets
-so each corpus weighs the same however many question sets it has. The training corpora choose
+so each corpus weighs the same however many question sets it has. For a constant that changes
+routed answers only (``--routed-only``) the margin is the routed ratio alone: the navigator-only
+answers are the same at every value, and a corpus whose navigator alone is far short would
+otherwise have no say. The training corpora choose
 the value with the best worst margin (ties: the best mean margin, then the shipped default), so
 one corpus cannot buy a gain with another's loss. The value to ship is chosen the same way over
 all corpora, and is not taken if any corpus is worse at it than at the default beyond its
@@ -102,16 +105,21 @@ def mean(xs: list[float]) -> float:
     return sum(xs) / max(1, len(xs))
 
 
-def margin(per: dict) -> float:
-    """A set's distance from its targets: the smaller of its two ratios to them."""
+def margin(per: dict, routed_only: bool = False) -> float:
+    """A set's distance from its targets: the smaller of its two ratios to them, or with
+    ``routed_only`` the routed one alone (the navigator-only answers are the same at every value:
+    on a set whose navigator alone is far short, the smaller ratio would hide every routed
+    difference, and that corpus would have no say)."""
     best = mean(per["best"]) or 1.0
-    return min(mean(per["routed"]) / best / nav_dev.TARGETS["routed"],
-               mean(per["navigator-only"]) / best / nav_dev.TARGETS["navigator-only"])
+    routed = mean(per["routed"]) / best / nav_dev.TARGETS["routed"]
+    if routed_only:
+        return routed
+    return min(routed, mean(per["navigator-only"]) / best / nav_dev.TARGETS["navigator-only"])
 
 
-def corpus_margins(scores: dict, sets: list[dict]) -> dict[float, dict[str, float]]:
+def corpus_margins(scores: dict, sets: list[dict], routed_only: bool = False) -> dict[float, dict[str, float]]:
     corpora = dict.fromkeys(s["corpus"] for s in sets)
-    return {v: {c: mean([margin(per[s["name"]]) for s in sets if s["corpus"] == c]) for c in corpora}
+    return {v: {c: mean([margin(per[s["name"]], routed_only) for s in sets if s["corpus"] == c]) for c in corpora}
             for v, per in scores.items()}
 
 
@@ -161,7 +169,7 @@ def main() -> int:
     if default not in values:
         values.append(default)
     scores = scores_at(sets, args.constant, values, args.limit, args.routed_only)
-    margins = corpus_margins(scores, sets)
+    margins = corpus_margins(scores, sets, args.routed_only)
     corpora = list(dict.fromkeys(s["corpus"] for s in sets))
 
     print(f"\n## {args.constant}: recall@5 per set (routed / navigator-only), best flat beside")
@@ -210,7 +218,8 @@ def main() -> int:
             "constant": args.constant, "values": values, "default": default, "chosen": chosen, "worse": worse,
             "margins": {str(v): m for v, m in margins.items()}, "loco": loco,
             "recall@5": {str(v): {name: {run: mean(x) for run, x in per.items()} for name, per in sc.items()}
-                         for v, sc in scores.items()}}, indent=2) + "\n", encoding="utf-8")
+                         for v, sc in scores.items()},
+            "per_question": {str(v): sc for v, sc in scores.items()}}, indent=2) + "\n", encoding="utf-8")
     return 0
 
 

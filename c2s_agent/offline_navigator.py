@@ -19,10 +19,12 @@ does not model (each can be turned off, as the probe's parity test does):
   sets, found nothing backtracking ahead had not;
 * ``route``: the confidence that navigation reached the evidence (share of the question's term
   weight inside the opened leaves, times the first level's confidence); below
-  :data:`ROUTE_BELOW` the flat ``search`` tool's rankings (bm25 and dense, asked in the survey)
-  are fused with navigation's as lists, each counting alike, to choose the documents read and
-  to order them; each list's first document leads the fused order (a body-worded question's
-  document that bm25 alone ranks first no longer sinks under documents two lists rank middling).
+  :data:`ROUTE_BELOW` the flat ``search`` tool's rankings (bm25, dense and hybrid, asked in the
+  survey) are fused with navigation's as lists, navigation's weighing half the three together,
+  to choose the documents read and to order them; each list's first document leads the fused
+  order (a body-worded question's document that bm25 alone ranks first no longer sinks under
+  documents two lists rank middling); a navigation whose first documents no search list holds
+  is lost and left out (:data:`~c2s_core.navigation.beam.ROUTE_AGREE`).
 
 It then composes an extractive, cited answer from the best documents (:mod:`c2s_agent.compose`).
 """

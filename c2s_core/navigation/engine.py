@@ -534,7 +534,7 @@ class Engine:
         first_order = [ids[i] for i in np.argsort(-first, kind="stable")]
         self.lost = bool(lists) and not agrees([d for d in first_order if d in self.navigated], lists)
         if self.lost:
-            self.notes.append(f"navigation's first {ROUTE_AGREE} documents are in no search list's first five: "
+            self.notes.append(f"navigation's first {int(ROUTE_AGREE)} documents are in no search list's first five: "
                               "the search lists alone are read and ranked")
         # At most ``fetch`` documents, read in one round.
         order = self._fused(first_order, lists)[: self.fetch]
@@ -570,8 +570,14 @@ class Engine:
         fused with the flat rankings."""
         if not lists:
             return ranked
-        own = [] if self.lost else [[d for d in ranked if d in self.navigated]]
-        return fuse_rankings([*own, *lists], ROUTE_RRF_K, firsts_lead=ROUTE_FIRSTS_LEAD)
+        if self.lost:
+            return fuse_rankings(lists, ROUTE_RRF_K, firsts_lead=ROUTE_FIRSTS_LEAD)
+        # Navigation's list weighs half the search lists together, and never less than one of them:
+        # the balance leave-one-corpus-out chose with two lists (bm25 and dense), kept as a third
+        # (hybrid) joins them, so that the flat lists' voices do not drown navigation's.
+        own = max(1.0, len(lists) / 2)
+        return fuse_rankings([[d for d in ranked if d in self.navigated], *lists], ROUTE_RRF_K,
+                             firsts_lead=ROUTE_FIRSTS_LEAD, weights=[own] + [1.0] * len(lists))
 
     def _number_leaves(self, paths: list[str]) -> None:
         """The term-index numbers of leaves read that the survey did not name, looked up by

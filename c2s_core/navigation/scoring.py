@@ -46,16 +46,17 @@ def ranks(scores: Sequence[float]) -> np.ndarray:
     return out
 
 
-def fuse_rankings(rankings: Sequence[Sequence[str]], k: float, *, firsts_lead: bool = False) -> list[str]:
-    """Reciprocal rank fusion of ranked lists of ids: each id scores the sum of 1 / (k + 1 +
-    rank) over the lists holding it; ties keep the order ids first appear in (the first list's
-    order first). With ``firsts_lead``, each list's first id comes before every other id (the
-    firsts in fused order): one list's best, which no other list holds, would otherwise sink under
-    ids that two lists rank middling."""
+def fuse_rankings(rankings: Sequence[Sequence[str]], k: float, *, firsts_lead: bool = False,
+                  weights: Sequence[float] | None = None) -> list[str]:
+    """Reciprocal rank fusion of ranked lists of ids: each id scores the sum of w / (k + 1 +
+    rank) over the lists holding it (``weights``, one a list; 1 by default); ties keep the order
+    ids first appear in (the first list's order first). With ``firsts_lead``, each list's first id
+    comes before every other id (the firsts in fused order): one list's best, which no other list
+    holds, would otherwise sink under ids that two lists rank middling."""
     score: dict[str, float] = {}
-    for ranking in rankings:
+    for ranking, weight in zip(rankings, weights or [1.0] * len(rankings)):
         for rank, item in enumerate(ranking):
-            score[item] = score.get(item, 0.0) + 1.0 / (k + 1 + rank)
+            score[item] = score.get(item, 0.0) + weight / (k + 1 + rank)
     fused = sorted(score, key=lambda item: -score[item])
     if not firsts_lead:
         return fused
