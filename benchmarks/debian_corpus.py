@@ -35,7 +35,7 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Container, Iterable, Iterator
 
 from bs4 import BeautifulSoup, NavigableString, Tag
 
@@ -792,9 +792,11 @@ def pod_inline(text: str, links: list[str] | None = None) -> str:
 def _pod_code(code: str, inner: str, links: list[str] | None) -> str:
     if code in "XZ":
         return ""
-    if code == "E":
-        if inner.isdigit() or inner.lower().startswith("0x"):
-            return chr(int(inner, 0))
+    if code == "E":  # a name, or a number: decimal, 0x hex or 0-led octal (perlpodspec)
+        if inner.lower().startswith("0x"):
+            return chr(int(inner, 16))
+        if inner.isdigit():
+            return chr(int(inner, 8) if inner.startswith("0") else int(inner))
         return _POD_ENTITIES.get(inner, inner)
     if code != "L":
         return inner
@@ -1195,15 +1197,30 @@ def make_questions(docs: list[dict], n: int = 100) -> list[dict]:
 
 
 
-def _link_page(target: str, pages: set[str]) -> str | None:
+def _link_page(target: str, pages: Container[str]) -> str | None:
     """The corpus page a POD link's target names (``perlfunc/sort`` → ``perl/pod/perlfunc/sort``,
     ``perlop/"Quote..."`` → ``perl/pod/perlop``, ``Time::Piece`` → ``perl/Time/Piece``), if any."""
     name, _, section = target.strip().partition("/")
     name, section = name.strip().strip('"'), section.strip().strip('"')
     if name == "perlfunc":  # the function reference as a whole names no one page
-        return f"perl/pod/perlfunc/{section.split()[0]}" if section and f"perl/pod/perlfunc/{section.split()[0]}" in pages else None
-    candidates = [f"perl/pod/{name}", "perl/" + name.replace("::", "/")]
+        candidates = [f"perl/pod/perlfunc/{section.split()[0]}"] if section else []
+    else:
+        candidates = [f"perl/pod/{name}", "perl/" + name.replace("::", "/")]
     return next((c for c in candidates if c in pages), None)
+
+
+def _faq_entries(pod: str) -> Iterator[tuple[str, list[str]]]:
+    """A perlfaq page's questions (its ``=head2`` headings) with the link targets of each answer."""
+    question, links = None, []
+    for command, arg, text in pod_blocks(pod):
+        if command.startswith("head"):
+            if question:
+                yield question, links
+            question, links = (" ".join(pod_inline(arg).split()) if command == "head2" else None), []
+        elif question:
+            pod_inline(arg or text, links)
+    if question:
+        yield question, links
 
 
 def make_perlfaq_questions(docs: list[dict], faq_pods: Iterable[Path] | None = None) -> list[dict]:
@@ -1211,30 +1228,21 @@ def make_perlfaq_questions(docs: list[dict], faq_pods: Iterable[Path] | None = N
     ``=head2`` is a question its authors answered), with the reference pages their answers link
     to as gold (page level: every document of a linked page). Questions whose answers link to no
     page of the corpus are left out; the FAQ itself is not in the corpus."""
+    from faq_questions import docs_by_page  # a sibling: benchmarks/ is on the path
+
     if faq_pods is None:
         tree, _ = fetch_package("perl-doc")
         faq_pods = sorted(tree.glob("usr/share/perl/5*/pod/perlfaq[1-9].pod"))
-    page_docs: dict[str, list[str]] = {}
-    for d in docs:
-        page_docs.setdefault(d["id"].split("#", 1)[0], []).append(d["id"])
+    page_docs = docs_by_page(docs)
     rows = []
     for path in faq_pods:
-        question, links = None, []
-
-        def close() -> None:
-            gold = list(dict.fromkeys(p for p in (_link_page(t, set(page_docs)) for t in links) if p))
-            if question and gold:
+        for question, links in _faq_entries(path.read_text(encoding="utf-8", errors="replace")):
+            gold = list(dict.fromkeys(p for p in (_link_page(t, page_docs) for t in links) if p))
+            if gold:
                 rows.append({"id": f"{path.stem}-{len(rows):03d}", "question": question,
                              "gold_ids": [i for p in gold for i in page_docs[p]], "gold_pages": gold})
-
-        for command, arg, text in pod_blocks(path.read_text(encoding="utf-8", errors="replace")):
-            if command.startswith("head"):
-                close()
-                question, links = (" ".join(pod_inline(arg).split()) if command == "head2" else None), []
-            elif question:
-                pod_inline(arg or text, links)
-        close()
     return rows
+
 
 # --------------------------------------------------------------------------
 

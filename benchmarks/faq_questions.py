@@ -103,6 +103,14 @@ def page_of(doc_id: str) -> str:
     return doc_id.split("#", 1)[0]
 
 
+def docs_by_page(docs: Iterable[dict]) -> dict[str, list[str]]:
+    """Each page's document ids (a page's gold at page level), in the documents' order."""
+    pages: dict[str, list[str]] = defaultdict(list)
+    for d in docs:
+        pages[page_of(d["id"])].append(d["id"])
+    return dict(pages)
+
+
 def sentences(text: str) -> Iterable[str]:
     """Prose sentences of a body: one block per line, split at sentence ends; code and
     list fragments fall out through the length and shape checks."""
@@ -195,9 +203,7 @@ def make_faq_questions(docs: list[dict], n: int = 100) -> list[dict]:
     ``{"id", "question", "answer", "gold_ids", "page_gold_ids", "pattern"}``; ``answer`` is
     the sentence the question came from."""
     index = TermIndex(docs)
-    pages: dict[str, list[str]] = defaultdict(list)
-    for d in docs:
-        pages[page_of(d["id"])].append(d["id"])
+    pages = docs_by_page(docs)
     by_source: dict[str, dict[str, Candidate]] = defaultdict(dict)  # source -> page -> pick
     priority = {name: i for i, (name, _, _) in enumerate(PATTERNS)}
     for d in docs:

@@ -128,6 +128,7 @@ def test_formatting_codes_become_plain_text_and_links_are_collected():
                          "and L<perlop/\"Quote and Quote-like Operators\">.", links)
     assert text == "Use $a <=> $b, not <foo> or sort and Quote and Quote-like Operators in perlop."
     assert links == ["perlfunc/sort", 'perlop/"Quote and Quote-like Operators"']
+    assert dc.pod_inline("E<0x41>E<66>E<0103>E<eacute>") == "ABCé"  # hex, decimal, octal, a name
 
 
 def test_each_perlfunc_function_is_a_page_with_its_signatures(tmp_path):
