@@ -68,9 +68,10 @@ def navigate_all(tree, items, route: bool, page_level: bool = False) -> list[dic
         key = (str(tree.root), item.question, route)
         if key not in _ANSWERS:
             r = answer(item.question, tree, navigator="offline", route=route, route_below=1.01)
-            _ANSWERS[key] = (list(r.fetched), {**r.usage, "rounds": r.turns})
-        fetched, u = _ANSWERS[key]
+            _ANSWERS[key] = (list(r.fetched), {**r.usage, "rounds": r.turns}, r.reached)
+        fetched, u, reached = _ANSWERS[key]
         out.append({"id": item.id, "ranked": fetched[:10], "recall@5": recall5(fetched, item.gold_ids, page_level),
+                    "lost": where_lost(fetched, reached, item.gold_ids, page_level),
                     "nav_bytes": u["nav_bytes"], "search_bytes": u.get("search_bytes", 0),
                     "scanned_bytes": u["scanned_bytes"], "beam": u.get("beam"), "seconds": u["seconds"],
                     "confidence": u.get("confidence_routing", 1.0), "rounds": u["rounds"],
@@ -93,7 +94,25 @@ def seed_answers(tree_path: Path, qa_path: Path, per_query: list[dict]) -> None:
         for route, run in ((False, "navigator-only"), (True, "always_routed")):
             usage = {"nav_bytes": q["nav_bytes"], "scanned_bytes": 0, "beam": q["beam"], "seconds": 0.0,
                      "confidence_routing": q["confidence"], "rounds": 0, "calls_per_round": [0]}
-            _ANSWERS[(root, question[q["id"]], route)] = (list(q["ranked"][run]), usage)
+            _ANSWERS[(root, question[q["id"]], route)] = (list(q["ranked"][run]), usage, None)
+
+
+LOST = ("found", "not reached", "reached, not read", "read, not in the first five")
+
+
+def where_lost(fetched: list[str], reached: list[str] | None, gold: list[str], page_level: bool = False) -> str | None:
+    """Where navigation lost a question's answer (:data:`LOST`): a gold document among the first
+    five read (found), among those read, among those its descent reached, or nowhere it went.
+    None where what it reached is not known (answers taken from a saved report)."""
+    if reached is None:
+        return None
+    if recall5(fetched, gold, page_level):
+        return LOST[0]
+    named = pages if page_level else list
+    wanted = set(named(gold))
+    if wanted & set(named(fetched)):
+        return LOST[3]
+    return LOST[2] if wanted & set(named(reached)) else LOST[1]
 
 
 def routed_at(threshold: float, nav: list[dict], always: list[dict]) -> list[dict]:
@@ -170,6 +189,11 @@ def evaluate(tree_path: Path, qa_path: Path, *, limit: int | None = None, route_
                         "round_calls_max": max([r["round_calls_max"] for r in runs], default=0),
                         "seconds_mean": round(mean([r["seconds"] for r in runs]), 3)}
                  for name, runs in (("navigator-only", nav), ("routed", routed))},
+        # navigator-only: where each question's answer was lost, and how many of those flat search found
+        "where_lost": {where: {"questions": sum(n["lost"] == where for n in nav),
+                               "flat_found": sum(n["lost"] == where and any(scores[m][i] for m in FLAT)
+                                                 for i, n in enumerate(nav))}
+                       for where in LOST} if all(n["lost"] for n in nav) else None,
         "wall_seconds": round(time.perf_counter() - start, 1),
         "per_query": [{"id": item.id, "confidence": n["confidence"], "beam": n["beam"],
                        "nav_bytes": n["nav_bytes"], **{m: v[i] for m, v in scores.items()},
@@ -206,6 +230,11 @@ def print_report(report: dict) -> None:
         print(f"| {name} | {c['nav_bytes_mean']:,} | {c['nav_bytes_per_reference']} | {c['search_bytes_mean']:,} | "
               f"{c['scanned_bytes_mean']:,} | {c['beam_mean']} | {c['rounds_p50']} / {c['rounds_p95']} | "
               f"{c['round_calls_p95']} / {c['round_calls_max']} | {c['seconds_mean']} |")
+    if report.get("where_lost"):
+        print("| navigator-only: the answer | questions | of those, flat search found |")
+        print("|---|---:|---:|")
+        for where, n in report["where_lost"].items():
+            print(f"| {where} | {n['questions']} | {n['flat_found']} |")
     if "tuning" in report:
         print("tuning (routed recall@5 by threshold): " + ", ".join(f"{t}: {v}" for t, v in report["tuning"].items()))
 

@@ -116,6 +116,7 @@ class Reply:
     notes: list[str] = field(default_factory=list)
     usage: dict = field(default_factory=dict)  # navigator extras, e.g. LLM tokens
     flags: list[str] = field(default_factory=list)  # navigator problems (refusal, truncation)
+    reached: list[str] = field(default_factory=list)  # documents navigation itself reached (where recorded)
 
 
 @dataclass
@@ -136,6 +137,10 @@ class AnswerResult:
     flags: list[str] = field(default_factory=list)  # citation check problems
     visited: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # The documents the navigator's descent reached (their rows read in the leaves it opened, stubs
+    # and examples on the way), search hits aside; empty where the navigator does not record them
+    # (the LLM ones). Beside ``fetched`` it tells a miss of routing from a miss of ranking.
+    reached: list[str] = field(default_factory=list)
 
     @property
     def grounded(self) -> bool:
@@ -219,4 +224,4 @@ def answer(question: str, tree: Tree | TreeTools | str | os.PathLike[str], navig
              "seconds": round(time.perf_counter() - start, 3)}
     return AnswerResult(question, reply.answer, citations_in(reply.answer), fetched, tools.trace,
                         reply.turns or budget.used, usage, reply.path, navigator, flags,
-                        reply.visited, reply.notes)
+                        reply.visited, reply.notes, list(reply.reached))

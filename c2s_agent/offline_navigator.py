@@ -112,7 +112,8 @@ class Navigator(Engine):
         usage = {"beam": round(sum(self.widths) / max(1, len(self.widths)), 2), "widths": self.widths,
                  "routed": bool(self.hits), "navigation_lost": self.lost, "calls_per_round": self.budget.calls_per_round(),
                  **{f"confidence_{k}": round(v, 4) for k, v in self.confidence.items()}}
-        return Reply(text, ranked, path, self.budget.used, list(self.read), self.notes, usage)
+        return Reply(text, ranked, path, self.budget.used, list(self.read), self.notes, usage,
+                     reached=[d for d in cards if d in self.navigated])
 
     # -- entities -----------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ import json
 import posixpath
 import re
 import shlex
+import sys
 import threading
 import time
 from pathlib import Path
@@ -35,6 +36,9 @@ from c2s_core.encoder import BUNDLED_MODEL
 from c2s_core.search_index import MODES, SearchIndex, write_search_index
 
 from .conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from nav_bench import where_lost  # noqa: E402  (the benchmark's classification of a navigator's miss)
 
 SAMPLE_QUESTIONS = ROOT / "c2s_pipeline" / "sample_questions.jsonl"
 
@@ -579,9 +583,21 @@ def test_routing_reaches_a_document_the_tree_misfiles(searchable):
     index.write_text(index.read_text().replace("- `shipping-times`", "- `elsewhere`"))
     alone = answer("express shipping next business day", searchable, route=False)
     assert "shipping-times" not in alone.fetched
+    # Alone, it reads only what its descent reached (the document misfiled as "elsewhere" among them).
+    assert alone.reached and set(alone.fetched) <= set(alone.reached) and "elsewhere" in alone.reached
     routed = answer("express shipping next business day", searchable, route_below=1.01)
     # Read, and first but for the one document all three lists hold near their tops (the corpus has four).
     assert "shipping-times" in routed.fetched[:2] and not routed.flags
+    assert "shipping-times" not in routed.reached  # search found it, not the descent
+    assert routed.to_dict()["reached"] == routed.reached
+
+    assert where_lost(alone.fetched, alone.reached, ["shipping-times"]) == "not reached"
+    assert where_lost(routed.fetched, routed.reached, ["shipping-times"]) == "found"
+    assert where_lost(alone.fetched, alone.reached, [alone.fetched[0]]) == "found"
+    assert where_lost(["a", "b", "c", "d", "e", "f"], ["a", "f"], ["f"]) == "read, not in the first five"
+    assert where_lost(["a"], ["a", "f"], ["f"]) == "reached, not read"
+    assert where_lost(["p#1", "q#1"], ["p#1", "f#2"], ["f#9"], page_level=True) == "reached, not read"
+    assert where_lost(["a"], None, ["a"]) is None  # an answer from a saved report: not known
     assert "shipping-times" not in answer("express shipping next business day", searchable, route_below=0.0).fetched
 
 
