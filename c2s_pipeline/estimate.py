@@ -183,7 +183,7 @@ class _Estimator:
         rows = dict(zip((d.doc_id for d in documents), leanest_row_bytes(
             [DocCard(d.doc_id, c.title, c.one_line, c.phrases, c.identifiers) for d, c in zip(documents, listed)])))
         # As the compile's level 1: a group too crowded for one leaf's file is split until its parts fit.
-        groups = [part for group in _split(documents, cluster_count(len(documents), self.spec.p))
+        groups = [part for group in _split(documents, cluster_count(len(documents), self.spec.p, self.spec.k))
                   for part in _fitting(group, [rows[d.doc_id] for d in group])]
         nodes = []
         for c, group in enumerate(groups):
@@ -199,7 +199,7 @@ class _Estimator:
 
     def _upper_level(self, level: int, below: list[_Node]) -> list[_Node]:
         nodes = []
-        for c, group in enumerate(_split(below, cluster_count(len(below), self.spec.p))):
+        for c, group in enumerate(_split(below, cluster_count(len(below), self.spec.p, self.spec.k))):
             excerpts = [MemberExcerpt(item_id=n.node_id, title=n.title, text=clip(n.summary, UPPER_CHARS))
                         for n in group[:UPPER_MEMBERS]]
             titles = [n.title for n in group]

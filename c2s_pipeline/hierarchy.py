@@ -18,8 +18,16 @@ def normalise(matrix: np.ndarray) -> np.ndarray:
     return (matrix / np.where(norms == 0, 1.0, norms)).astype(np.float32)
 
 
-def cluster_count(n_items: int, branching: int) -> int:
-    return max(1, math.ceil(n_items / branching))
+def cluster_count(n_items: int, branching: int, most_top: int | None = None) -> int:
+    """ceil(n/p) clusters for a level's ``n_items``. A level holding more items than the top may
+    have (``most_top``, the compile's k) is not the top, and clusters into at least two (or k, if
+    k is one): with p above k, ceil(n/p) is 1 for k < n <= p, and the whole corpus would sit
+    under one skill, a tree with no bird's-eye view (and, with nothing beside it, no runner-up
+    for a navigator to weigh its first choice against)."""
+    count = max(1, math.ceil(n_items / branching))
+    if most_top is not None and n_items > most_top:
+        count = max(count, min(2, most_top))
+    return count
 
 
 def kmeans(vectors: np.ndarray, n_clusters: int) -> np.ndarray:

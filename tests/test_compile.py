@@ -89,6 +89,18 @@ def test_a_level_of_exactly_k_clusters_is_the_top(dagster_home, sample_tree):
     assert len(skills) == k and all(parse_frontmatter(f.read_text())["metadata"]["level"] == 1 for f in skills)
 
 
+def test_a_level_above_k_never_collapses_into_one_skill(dagster_home, sample_tree):
+    """With p above k, ceil(n/p) is 1 for k < n <= p: such a level still makes at least two
+    skills, never one holding the whole corpus."""
+    n = sample_tree.manifest["stats"]["documents"]["accepted"]
+    k = 3
+    tree = compile_into(dagster_home, "sample-wide", SAMPLE_CORPUS, p=n, k=k)
+    skills = sorted((tree.out / "skills").glob("*/SKILL.md"))
+    assert 2 <= tree.manifest["stats"]["skills"] == len(skills) <= k
+    documents = [parse_frontmatter(f.read_text())["metadata"]["documents"] for f in skills]
+    assert sum(documents) == n and max(documents) < n
+
+
 def test_see_stubs_point_at_canonical_places(compiled):
     count = 0
     for path in nav_files(compiled.out):

@@ -34,6 +34,14 @@ def test_kmeans_recovers_separated_topics_with_ceil_n_over_p_clusters():
     assert labels[0] == 0  # numbered by first appearance
 
 
+def test_a_level_with_more_items_than_k_makes_at_least_two_clusters():
+    assert hierarchy.cluster_count(300, 10, 10) == 30  # ceil(n/p)
+    assert hierarchy.cluster_count(11, 20) == 1
+    assert hierarchy.cluster_count(11, 20, 10) == 2  # k < n <= p: not one skill for the corpus
+    assert hierarchy.cluster_count(10, 20, 10) == 1  # n <= k: so few items may sit under one skill
+    assert hierarchy.cluster_count(11, 20, 1) == 1  # a tree asked for one skill gets one
+
+
 PASSAGES = 600  # enough for a blocked K-Means, few enough to embed in seconds on two cores
 
 

@@ -304,7 +304,7 @@ def clusters(stage: Stage, workspace: WorkspaceResource, encoder: EncoderResourc
         changes = {"changed": update.changed, "removed": update.removed, "split": update.split,
                    "delta": update.delta}
     else:
-        n_clusters = hierarchy.cluster_count(len(item_ids), spec.p)
+        n_clusters = hierarchy.cluster_count(len(item_ids), spec.p, spec.k)
         top = n_clusters <= spec.k  # k is the most top-level skills a tree has
         if number == MAX_LEVELS and not top:
             raise Failure(description=f"corpus '{spec.name}' needs more than {MAX_LEVELS} levels at p={spec.p}, "
