@@ -575,6 +575,13 @@ def test_fused_rankings_keep_what_one_list_ranks_first_above_what_all_rank_middl
     assert fuse_rankings([navigation, keywords, vectors], 5)[:4] == ["b", "c", "d", "n"]  # "k" 5th
     assert fuse_rankings([navigation, keywords, vectors], 5, firsts_lead=True)[:3] == ["n", "k", "v"]
     assert fuse_rankings([navigation, keywords, vectors], 5, firsts_lead=True)[3:5] == ["b", "c"]
+    # Weighted: a list's first at weight 1.5 ("n") comes before another list's first ("y"), which at
+    # equal weights it would follow (a tie keeps the order ids first appear in).
+    lists = [["y", "b"], ["b", "x"], ["n", "b"]]
+    assert fuse_rankings(lists, 5)[:3] == ["b", "y", "n"]
+    assert fuse_rankings(lists, 5, weights=[1, 1, 1.5])[:3] == ["b", "n", "y"]
+    with pytest.raises(ValueError):  # a list without a weight is an error, never dropped from the fusion
+        fuse_rankings([navigation, keywords, vectors], 5, weights=[1.5, 1.0])
 
 
 def test_routing_reaches_a_document_the_tree_misfiles(searchable):
