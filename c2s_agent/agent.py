@@ -116,7 +116,7 @@ class Reply:
     notes: list[str] = field(default_factory=list)
     usage: dict = field(default_factory=dict)  # navigator extras, e.g. LLM tokens
     flags: list[str] = field(default_factory=list)  # navigator problems (refusal, truncation)
-    reached: list[str] = field(default_factory=list)  # documents navigation itself reached (where recorded)
+    reached: list[str] | None = None  # documents navigation itself reached; None: not recorded
 
 
 @dataclass
@@ -138,9 +138,9 @@ class AnswerResult:
     visited: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     # The documents the navigator's descent reached (their rows read in the leaves it opened, stubs
-    # and examples on the way), search hits aside; empty where the navigator does not record them
+    # and examples on the way), search hits aside; None where the navigator does not record them
     # (the LLM ones). Beside ``fetched`` it tells a miss of routing from a miss of ranking.
-    reached: list[str] = field(default_factory=list)
+    reached: list[str] | None = None
 
     @property
     def grounded(self) -> bool:
@@ -224,4 +224,4 @@ def answer(question: str, tree: Tree | TreeTools | str | os.PathLike[str], navig
              "seconds": round(time.perf_counter() - start, 3)}
     return AnswerResult(question, reply.answer, citations_in(reply.answer), fetched, tools.trace,
                         reply.turns or budget.used, usage, reply.path, navigator, flags,
-                        reply.visited, reply.notes, list(reply.reached))
+                        reply.visited, reply.notes, None if reply.reached is None else list(reply.reached))

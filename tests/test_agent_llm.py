@@ -85,6 +85,7 @@ def test_scripted_session(server, tree, nav):
     assert [c.tool for c in result.trace] == ["code_execution"] * 3 + ["get_document"]
     assert result.turns == 5 and result.navigator == server.flavor
     assert f"skills/{nav['skill']}/SKILL.md" in result.visited
+    assert result.reached is None  # an LLM navigator does not record what its descent reached
     # usage: exactly the sum of what the server reported, priced by the model asked for
     total = sum((Usage(**u) for u in usages), Usage())
     for key, value in total.as_dict().items():
