@@ -25,8 +25,9 @@ questions, ``detail`` for FAQ questions drawn from body text).
     .venv/bin/python benchmarks/nav_dev.py [--corpora debian-dev,help] [--json results/nav-dev.json]
 
 Corpora, question files, the c2s home (DAGSTER_HOME) and compiled trees live under
-``benchmarks/.cache/nav-dev`` (gitignored); a tree is recompiled only when its corpus file
-changes (or with ``--recompile``).
+``benchmarks/.cache/nav-dev`` (gitignored); a tree is recompiled when its corpus file or the
+compiler's code (``COMPILER_CODE``) changed since it was compiled, or with ``--recompile``: a table
+is never read off a tree an older compiler built.
 """
 
 from __future__ import annotations
@@ -108,17 +109,40 @@ def _sha(path: Path) -> str:
     return hashlib.sha1(path.read_bytes()).hexdigest()
 
 
+# What a compiled tree depends on besides its corpus: the packages the compile runs (the shared
+# core holds the probe's navigation engine) and the pinned dependencies.
+COMPILER_CODE = ("c2s_core", "c2s_pipeline", "c2s_cli", "pyproject.toml")
+
+
+def compiler_digest(root: Path = ROOT) -> str:
+    """One hash of the compiler's source files, by path and content."""
+    digest = hashlib.sha1()
+    for entry in COMPILER_CODE:
+        path = root / entry
+        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            digest.update(f"{file.relative_to(root)}\0".encode() + file.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def reusable(tree: Path, stamp: Path, digests: list[str]) -> float | None:
+    """The seconds the compile of ``tree`` took, if it was compiled from the corpus and by the
+    compiler code that ``digests`` name (its stamp says so); else None: it is compiled again."""
+    recorded = stamp.read_text().split() if stamp.exists() else []
+    if not (tree / "manifest.json").exists() or len(recorded) != 3 or recorded[:2] != digests:
+        return None
+    return float(recorded[2])
+
+
 def compile_tree(corpus: Path, name: str, cache: Path, recompile: bool) -> tuple[Path, float | None, bool]:
     """``c2s compile`` in a subprocess with its own DAGSTER_HOME; returns the tree, the
-    compile's wall seconds and whether the tree of this exact corpus file was reused (its
-    stamp keeps the corpus hash and the seconds the compile took)."""
+    compile's wall seconds and whether the tree was reused: compiled from this exact corpus file
+    by this compiler code (its stamp keeps both hashes and the seconds the compile took)."""
     tree = cache / "trees" / name
     stamp = cache / "trees" / f"{name}.source-sha1"
-    digest = _sha(corpus)
-    recorded = stamp.read_text().split() if stamp.exists() else []
-    if not recompile and (tree / "manifest.json").exists() and recorded[:1] == [digest]:
+    digests = [_sha(corpus), compiler_digest()]
+    if not recompile and (recorded := reusable(tree, stamp, digests)) is not None:
         log(f"{name}: reusing {tree}")
-        return tree, float(recorded[1]) if len(recorded) > 1 else None, True
+        return tree, recorded, True
     home = cache / "home"
     home.mkdir(parents=True, exist_ok=True)
     logfile = cache / f"compile-{name}.log"
@@ -133,7 +157,7 @@ def compile_tree(corpus: Path, name: str, cache: Path, recompile: bool) -> tuple
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"{name}: c2s compile failed (exit {proc.returncode}); see {logfile}")
-    stamp.write_text(f"{digest} {seconds:.1f}")
+    stamp.write_text(f"{' '.join(digests)} {seconds:.1f}")
     log(f"{name}: compiled in {seconds:.0f}s")
     return tree, seconds, False
 

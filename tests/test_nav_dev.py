@@ -1,0 +1,57 @@
+"""The development benchmark's trees (benchmarks/nav_dev.py): a table is never read off a tree
+that an older compiler built."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+from nav_dev import compiler_digest, reusable  # noqa: E402
+
+
+def _project(root: Path) -> None:
+    for package in ("c2s_core", "c2s_pipeline", "c2s_cli", "c2s_agent"):
+        (root / package / "sub").mkdir(parents=True)
+        (root / package / "__init__.py").write_text(f"NAME = {package!r}\n")
+        (root / package / "sub" / "stage.py").write_text("X = 1\n")
+    (root / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+
+
+def test_the_compiler_digest_follows_the_compilers_code_and_nothing_else(tmp_path):
+    _project(tmp_path)
+    first = compiler_digest(tmp_path)
+    assert compiler_digest(tmp_path) == first
+
+    (tmp_path / "c2s_agent" / "sub" / "stage.py").write_text("X = 2\n")  # the agent compiles nothing
+    (tmp_path / "c2s_pipeline" / "notes.txt").write_text("not code\n")
+    assert compiler_digest(tmp_path) == first
+
+    changed = []
+    for edit in (lambda: (tmp_path / "c2s_pipeline" / "sub" / "stage.py").write_text("X = 2\n"),
+                 lambda: (tmp_path / "c2s_core" / "sub" / "new.py").write_text(""),
+                 lambda: (tmp_path / "pyproject.toml").write_text("[project]\nname = 'y'\n"),
+                 lambda: (tmp_path / "c2s_cli" / "sub" / "stage.py").rename(tmp_path / "c2s_cli" / "moved.py")):
+        edit()
+        changed.append(compiler_digest(tmp_path))
+    assert len({first, *changed}) == 1 + len(changed)  # each edit is a new compiler
+
+
+def test_a_tree_is_reused_only_for_its_corpus_and_compiler(tmp_path):
+    tree, stamp = tmp_path / "trees" / "x", tmp_path / "trees" / "x.source-sha1"
+    digests = ["corpus-sha", "compiler-sha"]
+    assert reusable(tree, stamp, digests) is None  # never compiled
+
+    tree.mkdir(parents=True)
+    (tree / "manifest.json").write_text("{}")
+    stamp.write_text("corpus-sha compiler-sha 204.3")
+    assert reusable(tree, stamp, digests) == 204.3
+
+    assert reusable(tree, stamp, ["corpus-sha", "newer-compiler"]) is None
+    assert reusable(tree, stamp, ["other-corpus", "compiler-sha"]) is None
+    stamp.write_text("corpus-sha 204.3")  # a stamp that names no compiler: built by an unknown one
+    assert reusable(tree, stamp, digests) is None
+    (tree / "manifest.json").unlink()  # a compile that never finished
+    stamp.write_text("corpus-sha compiler-sha 204.3")
+    assert reusable(tree, stamp, digests) is None
