@@ -15,7 +15,9 @@ otherwise have no say. The training corpora choose
 the value with the best worst margin (ties: the best mean margin, then the shipped default), so
 one corpus cannot buy a gain with another's loss. The value to ship is chosen the same way over
 all corpora, and is not taken if any corpus is worse at it than at the default beyond its
-interval (a paired bootstrap of the per-question difference, p < 0.05).
+interval (a paired bootstrap of the per-question difference, p < 0.05), nor if no corpus gains
+at it where it was chosen without that corpus: a value only the corpus it helps would choose is a
+fit to that corpus.
 
     .venv/bin/python benchmarks/loco.py --constant ROUTE_BELOW --values 0.6,0.7,0.8,0.9,1.01
     .venv/bin/python benchmarks/loco.py --constant ROUTE_RRF_K --values 3,5,10 --json out.json
@@ -134,6 +136,12 @@ def choose(margins: dict[float, dict[str, float]], corpora: list[str], default: 
     return max(margins, key=key)
 
 
+def transferred(loco: list[dict], value: float) -> list[str]:
+    """The left-out corpora given ``value`` by the others whose margin is better there than at the
+    default: where a value chosen without a corpus helped it."""
+    return [row["left_out"] for row in loco if row["chosen"] == value and row["margin"] > row["margin_default"]]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--constant", required=True, help="ROUTE_BELOW, or a module-level constant of the navigation code")
@@ -209,13 +217,16 @@ def main() -> int:
     agree = sum(row["chosen"] == chosen for row in loco)
     print(f"\nover all corpora: {chosen:g} (default {default:g}); the left-out choices agree with it on {agree} of "
           f"{len(loco)} corpora")
+    transfers = transferred(loco, chosen)
     if chosen != default:
-        print("worse than the default beyond its interval on: " + (", ".join(worse) if worse else "no set")
-              + ("  -> not taken" if worse else "  -> take it"))
+        print("worse than the default beyond its interval on: " + (", ".join(worse) if worse else "no set"))
+        print("better where it was chosen without the corpus: " + (", ".join(transfers) if transfers else "no corpus")
+              + ("  -> take it" if transfers and not worse else "  -> not taken"))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({
             "constant": args.constant, "values": values, "default": default, "chosen": chosen, "worse": worse,
+            "transferred": transfers, "taken": chosen != default and bool(transfers) and not worse,
             "margins": {str(v): m for v, m in margins.items()}, "loco": loco,
             "recall@5": {str(v): {name: {run: mean(x) for run, x in per.items()} for name, per in sc.items()}
                          for v, sc in scores.items()},

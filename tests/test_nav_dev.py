@@ -1,5 +1,5 @@
-"""The development benchmark's trees (benchmarks/nav_dev.py): a table is never read off a tree
-that an older compiler built."""
+"""The development benchmark's tooling: a table is never read off a tree that an older compiler
+built (benchmarks/nav_dev.py), and a constant is taken only where it transfers (benchmarks/loco.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
+from loco import choose, transferred  # noqa: E402
 from nav_dev import compiler_digest, reusable  # noqa: E402
 
 
@@ -55,3 +56,20 @@ def test_a_tree_is_reused_only_for_its_corpus_and_compiler(tmp_path):
     (tree / "manifest.json").unlink()  # a compile that never finished
     stamp.write_text("corpus-sha compiler-sha 204.3")
     assert reusable(tree, stamp, digests) is None
+
+
+def test_a_value_only_the_corpus_it_helps_would_choose_does_not_transfer():
+    # Margins per value and corpus: "fit" gains at 2 and decides every choice it takes part in
+    # (it has the worst margin); the others are level or slightly worse at 2.
+    margins = {1.0: {"fit": 0.80, "a": 1.00, "b": 1.03, "c": 1.01},
+               2.0: {"fit": 0.84, "a": 0.99, "b": 1.03, "c": 1.01}}
+    corpora = list(margins[1.0])
+    loco = [{"left_out": held, "chosen": (v := choose(margins, [c for c in corpora if c != held], 1.0)),
+             "margin": margins[v][held], "margin_default": margins[1.0][held]} for held in corpora]
+    assert choose(margins, corpora, 1.0) == 2.0  # over all four, the worst margin picks 2
+    assert {row["left_out"]: row["chosen"] for row in loco} == {"fit": 1.0, "a": 2.0, "b": 2.0, "c": 2.0}
+    assert transferred(loco, 2.0) == []  # no corpus given 2 without its say is better there
+
+    margins[2.0]["c"] = 1.02  # a corpus that took no part in the choice gains: the value transfers
+    loco[3]["margin"] = margins[2.0]["c"]
+    assert transferred(loco, 2.0) == ["c"]

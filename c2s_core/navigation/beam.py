@@ -16,6 +16,11 @@ ROUTE_RRF_K = 5.0
 # is often found by bm25 alone, and its document, in no other list, sank under documents two lists
 # rank middling (leave-one-corpus-out over the development corpora: benchmarks/README.md).
 ROUTE_FIRSTS_LEAD = True
+# ... navigation's list weighing this share of the search lists together, and never less than one
+# of them, so that the flat lists' voices do not drown navigation's (left out, every development
+# corpus is given it by the others against 1/3; against 2/3 no corpus gains at a value chosen
+# without it: benchmarks/README.md).
+ROUTE_NAV_SHARE = 0.5
 # ... unless navigation is lost: none of its first three documents is among any search list's first
 # five. On every development set navigation found none of the answers where that happened (it
 # happens on a question asked in other words than the tree's, rarely elsewhere), so its list is left

@@ -64,7 +64,8 @@ from c2s_core.term_index import RowScores, TermPostings, best_by_leaf, best_rows
 from c2s_core.text import query_terms, terms, title_match
 
 from .beam import (BEAM_MIN, BODY_CARD_WEIGHT, BODY_WEIGHT, CARD_VECTORS, EVIDENCE_WEIGHT, ROUTE_AGREE,
-                   ROUTE_FIRSTS_LEAD, ROUTE_RRF_K, RRF_K, TERM_JUMP_ROWS, TERM_LEAVES, TITLE_WEIGHT, beam_width, term_jump)
+                   ROUTE_FIRSTS_LEAD, ROUTE_NAV_SHARE, ROUTE_RRF_K, RRF_K, TERM_JUMP_ROWS, TERM_LEAVES, TITLE_WEIGHT,
+                   beam_width, term_jump)
 from .scoring import SearchHit, bm25, fuse_rankings, rrf
 
 MAX_TERMS = 12  # question terms grepped for
@@ -572,10 +573,7 @@ class Engine:
             return ranked
         if self.lost:
             return fuse_rankings(lists, ROUTE_RRF_K, firsts_lead=ROUTE_FIRSTS_LEAD)
-        # Navigation's list weighs half the search lists together, and never less than one of them:
-        # the balance leave-one-corpus-out chose with two lists (bm25 and dense), kept as a third
-        # (hybrid) joins them, so that the flat lists' voices do not drown navigation's.
-        own = max(1.0, len(lists) / 2)
+        own = max(1.0, len(lists) * ROUTE_NAV_SHARE)
         return fuse_rankings([[d for d in ranked if d in self.navigated], *lists], ROUTE_RRF_K,
                              firsts_lead=ROUTE_FIRSTS_LEAD, weights=[own] + [1.0] * len(lists))
 
