@@ -136,6 +136,16 @@ def choose(margins: dict[float, dict[str, float]], corpora: list[str], default: 
     return max(margins, key=key)
 
 
+def leave_one_out(margins: dict[float, dict[str, float]], corpora: list[str], default: float) -> list[dict]:
+    """Per corpus left out: the value the others choose (``chosen``) and the corpus's margin there
+    and at the default."""
+    rows = []
+    for held in corpora:
+        v = choose(margins, [c for c in corpora if c != held], default)
+        rows.append({"left_out": held, "chosen": v, "margin": margins[v][held], "margin_default": margins[default][held]})
+    return rows
+
+
 def transferred(loco: list[dict], value: float) -> list[str]:
     """The left-out corpora given ``value`` by the others whose margin is better there than at the
     default: where a value chosen without a corpus helped it."""
@@ -194,17 +204,16 @@ def main() -> int:
     print("| left out | chosen by the others | routed / best flat [95% CI] | navigator-only / best flat [95% CI] | "
           "margin at chosen | margin at default |")
     print("|---|---:|---|---|---:|---:|")
-    loco = []
-    for held in corpora:
-        v = choose(margins, [c for c in corpora if c != held], default)
+    loco = leave_one_out(margins, corpora, default)
+    for row in loco:
+        held, v = row["left_out"], row["chosen"]
         cells = []
         for run in ("routed", "navigator-only"):
             a = [x for s in sets if s["corpus"] == held for x in scores[v][s["name"]][run]]
             b = [x for s in sets if s["corpus"] == held for x in scores[v][s["name"]]["best"]]
             low, high = nav_bench.ratio_interval(a, b)
             cells.append(f"{mean(a) / (mean(b) or 1):.3f} [{low:.2f}, {high:.2f}]")
-        loco.append({"left_out": held, "chosen": v, "margin": margins[v][held], "margin_default": margins[default][held]})
-        print(f"| {held} | {v:g} | {cells[0]} | {cells[1]} | {margins[v][held]:.3f} | {margins[default][held]:.3f} |")
+        print(f"| {held} | {v:g} | {cells[0]} | {cells[1]} | {row['margin']:.3f} | {row['margin_default']:.3f} |")
 
     chosen = choose(margins, corpora, default)
     worse = []
@@ -218,15 +227,16 @@ def main() -> int:
     print(f"\nover all corpora: {chosen:g} (default {default:g}); the left-out choices agree with it on {agree} of "
           f"{len(loco)} corpora")
     transfers = transferred(loco, chosen)
+    taken = chosen != default and bool(transfers) and not worse
     if chosen != default:
         print("worse than the default beyond its interval on: " + (", ".join(worse) if worse else "no set"))
         print("better where it was chosen without the corpus: " + (", ".join(transfers) if transfers else "no corpus")
-              + ("  -> take it" if transfers and not worse else "  -> not taken"))
+              + ("  -> take it" if taken else "  -> not taken"))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({
             "constant": args.constant, "values": values, "default": default, "chosen": chosen, "worse": worse,
-            "transferred": transfers, "taken": chosen != default and bool(transfers) and not worse,
+            "transferred": transfers, "taken": taken,
             "margins": {str(v): m for v, m in margins.items()}, "loco": loco,
             "recall@5": {str(v): {name: {run: mean(x) for run, x in per.items()} for name, per in sc.items()}
                          for v, sc in scores.items()},

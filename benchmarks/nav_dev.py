@@ -133,7 +133,7 @@ def reusable(tree: Path, stamp: Path, digests: list[str]) -> float | None:
     return float(recorded[2])
 
 
-def compile_tree(corpus: Path, name: str, cache: Path, recompile: bool) -> tuple[Path, float | None, bool]:
+def compile_tree(corpus: Path, name: str, cache: Path, recompile: bool) -> tuple[Path, float, bool]:
     """``c2s compile`` in a subprocess with its own DAGSTER_HOME; returns the tree, the
     compile's wall seconds and whether the tree was reused: compiled from this exact corpus file
     by this compiler code (its stamp keeps both hashes and the seconds the compile took)."""
@@ -296,7 +296,7 @@ def main() -> int:
     rows = acceptance_rows(sets)
     print_acceptance(rows)
     print("compile seconds: " + ", ".join(
-        f"{k} {'?' if c['seconds'] is None else round(c['seconds'])}{' (reused tree)' if c['reused'] else ''}"
+        f"{k} {round(c['seconds'])}{' (reused tree)' if c['reused'] else ''}"
         for k, c in compiles.items()))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

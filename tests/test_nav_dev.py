@@ -8,7 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
-from loco import choose, transferred  # noqa: E402
+from loco import choose, leave_one_out, transferred  # noqa: E402
 from nav_dev import compiler_digest, reusable  # noqa: E402
 
 
@@ -64,12 +64,10 @@ def test_a_value_only_the_corpus_it_helps_would_choose_does_not_transfer():
     margins = {1.0: {"fit": 0.80, "a": 1.00, "b": 1.03, "c": 1.01},
                2.0: {"fit": 0.84, "a": 0.99, "b": 1.03, "c": 1.01}}
     corpora = list(margins[1.0])
-    loco = [{"left_out": held, "chosen": (v := choose(margins, [c for c in corpora if c != held], 1.0)),
-             "margin": margins[v][held], "margin_default": margins[1.0][held]} for held in corpora]
+    loco = leave_one_out(margins, corpora, 1.0)
     assert choose(margins, corpora, 1.0) == 2.0  # over all four, the worst margin picks 2
     assert {row["left_out"]: row["chosen"] for row in loco} == {"fit": 1.0, "a": 2.0, "b": 2.0, "c": 2.0}
     assert transferred(loco, 2.0) == []  # no corpus given 2 without its say is better there
 
     margins[2.0]["c"] = 1.02  # a corpus that took no part in the choice gains: the value transfers
-    loco[3]["margin"] = margins[2.0]["c"]
-    assert transferred(loco, 2.0) == ["c"]
+    assert transferred(leave_one_out(margins, corpora, 1.0), 2.0) == ["c"]

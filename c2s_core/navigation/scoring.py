@@ -54,7 +54,8 @@ def fuse_rankings(rankings: Sequence[Sequence[str]], k: float, *, firsts_lead: b
     comes before every other id (the firsts in fused order): one list's best, which no other list
     holds, would otherwise sink under ids that two lists rank middling."""
     score: dict[str, float] = {}
-    for ranking, weight in zip(rankings, weights or [1.0] * len(rankings), strict=True):  # a list without a weight is an error, not dropped
+    # strict: a ranking without a weight is an error, never dropped from the fusion
+    for ranking, weight in zip(rankings, weights or [1.0] * len(rankings), strict=True):
         for rank, item in enumerate(ranking):
             score[item] = score.get(item, 0.0) + weight / (k + 1 + rank)
     fused = sorted(score, key=lambda item: -score[item])
