@@ -26,6 +26,13 @@ fit to that corpus.
 run per set. Any other constant is a module-level name of the navigation code (``c2s_core`` or
 ``c2s_agent``), set in every module that holds it before the questions are answered again.
 The trees are ``nav_dev.py``'s (built and compiled there on first use, then reused).
+
+A constant of the compiler (``c2s_pipeline``) shapes the trees, and the compile runs in a process of
+its own: each value's answers come from a ``nav_dev.py --json`` run on trees compiled at that value
+(its own ``--cache``), named with ``--compiled VALUE=REPORT,...`` (a value may name several reports,
+e.g. one per group of corpora run side by side)::
+
+    .venv/bin/python benchmarks/loco.py --constant CENTROID_SHARE --compiled 0=text.json,0.5=mixed.json
 """
 
 from __future__ import annotations
@@ -48,9 +55,10 @@ def holders(name: str) -> list:
     """The project's loaded modules that bind ``name`` (a constant imported by name is one
     binding per importing module)."""
     import c2s_agent.offline_navigator  # noqa: F401  (loads the navigation code)
+    import c2s_pipeline.assets  # noqa: F401  (and the compiler's stages, for --compiled)
 
     return [m for key, m in sorted(sys.modules.items())
-            if key.startswith(("c2s_core", "c2s_agent")) and m is not None and hasattr(m, name)]
+            if key.startswith(("c2s_core", "c2s_agent", "c2s_pipeline")) and m is not None and hasattr(m, name)]
 
 
 def set_constant(name: str, value: float) -> float:
@@ -96,11 +104,37 @@ def scores_at(sets: list[dict], name: str, values: list[float], limit: int | Non
                     del nav_bench._ANSWERS[key]  # answers depend on the constant
             nav_dev.log(f"{name} = {v}")
             nav_dev.evaluate_sets(sets, limit, quiet=True)
-            out[v] = {s["name"]: {run: [q[run] for q in s["report"]["per_query"]] for run in ("routed", "navigator-only")}
-                      | {"best": [q[s["report"]["best_flat"]] for q in s["report"]["per_query"]]} for s in sets}
+            out[v] = {s["name"]: answers(s["report"]) for s in sets}
     finally:
         set_constant(name, default)
     return out
+
+
+def answers(report: dict) -> dict[str, list[float]]:
+    """A set's recall@5 per question, routed and navigator-only, and its best flat method's."""
+    per = report["per_query"]
+    return {run: [q[run] for q in per] for run in ("routed", "navigator-only")} | {"best": [q[report["best_flat"]] for q in per]}
+
+
+def compiled_scores(pairs: str, names: list[str]) -> tuple[dict, list[dict]]:
+    """``VALUE=REPORT,...`` -> (scores as :func:`scores_at` gives them, the sets): each value's
+    answers from ``nav_dev.py --json`` reports on trees compiled at that value. Every value must
+    answer the same questions of the same sets."""
+    reports: dict[float, list[dict]] = {}
+    for pair in pairs.split(","):
+        value, sep, path = pair.partition("=")
+        if not sep or not path:
+            raise SystemExit(f"error: --compiled wants VALUE=REPORT pairs, got {pair!r}")
+        saved = json.loads(Path(path).read_text(encoding="utf-8"))["sets"]
+        reports.setdefault(float(value), []).extend(s for s in saved if s["corpus"] in names)
+    scores, asked = {}, {}
+    for value, sets in reports.items():
+        scores[value] = {s["name"]: answers(s["report"]) for s in sets}
+        questions = {s["name"]: [q["id"] for q in s["report"]["per_query"]] for s in sets}
+        if asked and questions != asked:
+            raise SystemExit(f"error: the reports of {value:g} answer other sets or questions than the first value's")
+        asked = questions
+    return scores, next(iter(reports.values()))
 
 
 def mean(xs: list[float]) -> float:
@@ -154,8 +188,8 @@ def transferred(loco: list[dict], value: float) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--constant", required=True, help="ROUTE_BELOW, or a module-level constant of the navigation code")
-    ap.add_argument("--values", required=True, help="comma list of candidate values")
+    ap.add_argument("--constant", required=True, help="ROUTE_BELOW, or a module-level constant of the navigation code (or, with --compiled, of the compiler)")
+    ap.add_argument("--values", help="comma list of candidate values")
     ap.add_argument("--corpora", default=",".join(nav_dev.BY_NAME))
     ap.add_argument("--cache", type=Path, default=nav_dev.CACHE)
     ap.add_argument("--limit", type=int, help="questions per set (a quick run)")
@@ -164,29 +198,40 @@ def main() -> int:
     ap.add_argument("--reports", type=Path,
                     help="the sets' reports from `nav_dev.py --json`: the default's answers (taken as they were) and, "
                          "for ROUTE_BELOW, every value's")
+    ap.add_argument("--compiled", help="VALUE=REPORT,...: a compiler constant's answers, each value's from "
+                                       "`nav_dev.py --json` on trees compiled at it (replaces --values)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    if not args.values and not args.compiled:
+        ap.error("--values or --compiled is required")
 
     from c2s_agent.evaluation.metrics import paired_bootstrap
 
-    values = [float(v) for v in args.values.split(",")]
     names = [n.strip() for n in args.corpora.split(",") if n.strip()]
-    if args.reports:
-        saved = json.loads(args.reports.read_text(encoding="utf-8"))["sets"]
-        style = {d.name: d.style for c in nav_dev.CORPORA for d in c.sets}
-        sets = [{**s, "tree": Path(s["tree"]), "qa": Path(s["qa"]), "page_level": s["report"]["page_level"],
-                 "style": style[s["name"]]} for s in saved if s["corpus"] in names]
+    if args.compiled:
+        scores, sets = compiled_scores(args.compiled, names)
+        values = list(scores)
     else:
-        sets, _, _ = nav_dev.prepare(names, args.cache.resolve(), recompile=False)
+        values = [float(v) for v in args.values.split(",")]
+        if args.reports:
+            saved = json.loads(args.reports.read_text(encoding="utf-8"))["sets"]
+            style = {d.name: d.style for c in nav_dev.CORPORA for d in c.sets}
+            sets = [{**s, "tree": Path(s["tree"]), "qa": Path(s["qa"]), "page_level": s["report"]["page_level"],
+                     "style": style[s["name"]]} for s in saved if s["corpus"] in names]
+        else:
+            sets, _, _ = nav_dev.prepare(names, args.cache.resolve(), recompile=False)
     if args.constant == ROUTE_BELOW:
         from c2s_agent.offline_navigator import ROUTE_BELOW as default
     else:
         default = float(getattr(holders(args.constant)[0], args.constant)) if holders(args.constant) else None
     if default is None:
         raise SystemExit(f"error: no navigation module defines {args.constant}")
+    if args.compiled and default not in values:
+        raise SystemExit(f"error: --compiled names no report at the shipped value {default:g}")
     if default not in values:
         values.append(default)
-    scores = scores_at(sets, args.constant, values, args.limit, args.routed_only)
+    if not args.compiled:
+        scores = scores_at(sets, args.constant, values, args.limit, args.routed_only)
     margins = corpus_margins(scores, sets, args.routed_only)
     corpora = list(dict.fromkeys(s["corpus"] for s in sets))
 

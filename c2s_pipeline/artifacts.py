@@ -70,6 +70,10 @@ class CorpusArtifacts:
     def read_matrix(self, name: str) -> np.ndarray:
         return _read(self.root / name, np.load)
 
+    def document_rows(self) -> dict[str, int]:
+        """Doc id -> its row in doc_vectors.npy (documents.parquet order)."""
+        return {d: i for i, d in enumerate(self.read_table("documents.parquet")["doc_id"].to_list())}
+
     def write_json(self, name: str, data: Any) -> Path:
         path = self.path(name)
         path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False))

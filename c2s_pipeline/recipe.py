@@ -105,15 +105,20 @@ def _level_rows(level: int) -> list[StageSpec]:
     below = _below(level)
     rows = [
         StageSpec(
-            clusters_stage(level), group, "levels:clusters", level=level, code_version="clusters-7",
-            description=(f"Level {level}'s items embedded and clustered (K-Means into ceil(n/p), soft assignment"
+            clusters_stage(level), group, "levels:clusters", level=level, code_version="clusters-8",
+            description=(f"Level {level}'s items embedded"
+                         + (" (each cluster below as its summary averaged with its documents' centroid)"
+                            if level > 1 else "")
+                         + " and clustered (K-Means into ceil(n/p), soft assignment"
                          + ("; a cluster too crowded for one leaf's nav file split into siblings that fit"
                             if level == 1 else "") + "), "
                          "or the published clusters updated in place; unused above the corpus's top level."
                          + (" Decides the build: full or incremental." if level == 1 else "")),
-            reads=("documents", "doc_cards", "doc_embeddings") if level == 1 else
-            (final_stage(level - 1), clusters_stage(level - 1), summaries_stage(level - 1), clusters_stage(1),
-             *(("doc_cards",) if level == 2 else (final_stage(level - 2),))),
+            reads=("documents", "doc_cards", "doc_embeddings") if level == 1 else tuple(dict.fromkeys((
+                final_stage(level - 1), clusters_stage(level - 1), summaries_stage(level - 1), clusters_stage(1),
+                # the documents below each item: their vectors, and the final nodes of every level down to them
+                "documents", "doc_embeddings", *(final_stage(lower) for lower in range(level - 2, 0, -1)),
+                *(("doc_cards",) if level == 2 else ())))),
             writes=tuple(level_file(level, f) for f in ("status.json", "items.npy", "clusters.parquet",
                                                         "clusters_placements.parquet", "changes.json", "row_bytes.parquet"))
             + (("run_mode.json",) if level == 1 else ()),

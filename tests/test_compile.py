@@ -221,6 +221,35 @@ def test_search_index_ships_the_compiles_document_vectors(compiled):
         assert len(hits) == 5 and index.docs[i]["doc_id"] in [h.doc_id for h in hits], title
 
 
+def test_an_upper_level_clusters_its_items_by_their_text_and_their_documents(compiled):
+    """Above level 1 an item (a node of the level below) is clustered by its text's embedding
+    averaged with the centroid of the documents below it (``CENTROID_SHARE``): the vectors the
+    clusters stage kept are that mix, with each item's documents found through the finished
+    tree, every document below exactly one item of a level; the mix lies nearer the documents
+    than the text alone."""
+    from c2s_core.encoder import Encoder
+    from c2s_pipeline import hierarchy
+    from c2s_pipeline.artifacts import CorpusArtifacts
+    from c2s_pipeline.assets.levels import CENTROID_SHARE, Level
+    from c2s_pipeline.forest import build_forest
+
+    art = CorpusArtifacts(compiled.home / "artifacts" / compiled.manifest["corpus"])
+    forest, row = build_forest(art), art.document_rows()
+    vectors = hierarchy.normalise(art.read_matrix("doc_vectors.npy"))
+    upper = [number for number in art.used_levels() if number > 1]
+    assert upper and 0 < CENTROID_SHARE < 1
+    for number in upper:
+        level = Level.of(number)
+        documents = [forest.by_id[item].documents() for item in level.items(art)[0]]
+        assert sorted(d for docs in documents for d in docs) == sorted(row)
+        centroids = hierarchy.centroids(vectors, [[row[d] for d in docs] for docs in documents])
+        texts = hierarchy.normalise(Encoder().encode(level.below.node_texts(art)))
+        kept = art.read_matrix(art.level(number, "items.npy"))
+        assert np.allclose(kept, hierarchy.normalise((1 - CENTROID_SHARE) * texts + CENTROID_SHARE * centroids),
+                           atol=1e-5)
+        assert ((kept * centroids).sum(axis=1) > (texts * centroids).sum(axis=1)).all()
+
+
 def test_wixqa_gold_ids_survive(wixqa_tree, wixqa_questions):
     gold = {g for q in wixqa_questions for g in q["gold_ids"]}
     assert gold <= set(wixqa_tree.manifest["doc_paths"])

@@ -71,3 +71,39 @@ def test_a_value_only_the_corpus_it_helps_would_choose_does_not_transfer():
 
     margins[2.0]["c"] = 1.02  # a corpus that took no part in the choice gains: the value transfers
     assert transferred(leave_one_out(margins, corpora, 1.0), 2.0) == ["c"]
+
+
+def _report(path: Path, sets: dict[str, tuple[str, list[tuple[str, float, float, float]]]]) -> Path:
+    """A `nav_dev.py --json` file: set name -> (corpus, [(question id, routed, navigator-only, bm25)])."""
+    import json
+
+    path.write_text(json.dumps({"sets": [
+        {"name": name, "corpus": corpus, "report": {"best_flat": "bm25", "per_query": [
+            {"id": q, "routed": r, "navigator-only": n, "bm25": b} for q, r, n, b in rows]}}
+        for name, (corpus, rows) in sets.items()]}))
+    return path
+
+
+def test_a_compiler_constant_is_scored_from_the_reports_of_trees_compiled_at_each_value(tmp_path):
+    """``loco.py --compiled``: a value's answers may come from several reports (corpora run side by
+    side), corpora outside ``--corpora`` are left out, and reports that answer other questions
+    than the first value's are refused rather than compared."""
+    import pytest
+    from loco import compiled_scores
+
+    a = _report(tmp_path / "a.json", {"x faq": ("x", [("q1", 1, 0, 1), ("q2", 0, 0, 1)]),
+                                      "z faq": ("z", [("q9", 1, 1, 1)])})
+    b = _report(tmp_path / "b.json", {"y faq": ("y", [("q3", 1, 1, 0)])})
+    c = _report(tmp_path / "c.json", {"x faq": ("x", [("q1", 1, 1, 1), ("q2", 1, 0, 1)]),
+                                      "y faq": ("y", [("q3", 0, 1, 0)])})
+    scores, sets = compiled_scores(f"0={a},0={b},0.5={c}", ["x", "y"])
+    assert [s["name"] for s in sets] == ["x faq", "y faq"]
+    assert scores[0.0] == {"x faq": {"routed": [1, 0], "navigator-only": [0, 0], "best": [1, 1]},
+                           "y faq": {"routed": [1], "navigator-only": [1], "best": [0]}}
+    assert scores[0.5]["x faq"]["navigator-only"] == [1, 0] and scores[0.5]["y faq"]["routed"] == [0]
+
+    other = _report(tmp_path / "d.json", {"x faq": ("x", [("q1", 1, 1, 1)]), "y faq": ("y", [("q3", 0, 1, 0)])})
+    with pytest.raises(SystemExit, match="other sets or questions"):
+        compiled_scores(f"0={a},0={b},0.5={other}", ["x", "y"])
+    with pytest.raises(SystemExit, match="VALUE=REPORT"):
+        compiled_scores(f"0={a},{b}", ["x", "y"])

@@ -46,13 +46,20 @@ REPARTITION_BATCH = 60
 # clipped and capped so ≤60 clusters stay within a prompt budget whatever their sizes.
 REPARTITION_TITLE_CHARS, REPARTITION_TITLES_PER_CLUSTER = 80, 40
 NEXT_LEVEL_EXCERPTS = 3  # member excerpts embedded with a cluster's summary for the next level
+# ... and that text's embedding averaged, at this share, with the centroid of the documents below
+# the cluster: what its members say, beside how its summary restates them. An extractive summary is
+# a list of terms, and clusters grouped on it alone put a language's threads, Unicode, maths and
+# compression under one skill. Leave-one-corpus-out over the development corpora chose 0.5 among
+# 0, 0.5, 0.75 and 1 (benchmarks/README.md, "What the levels above the first cluster on").
+CENTROID_SHARE = 0.5
 
 
 # -- levels: what gets clustered at each level, and how -------------------------------------------
 
 class Level:
     """A level above the documents: its items are the finished nodes of the level below,
-    embedded as their summaries with a few member excerpts."""
+    embedded as their summaries with a few member excerpts, averaged with the centroids of
+    their documents (:data:`CENTROID_SHARE`)."""
 
     members, chars = UPPER_MEMBERS, UPPER_CHARS  # what a summary reads of its members
 
@@ -109,8 +116,26 @@ class Level:
         return RunMode.load(stage.artifacts)
 
     def item_vectors(self, stage: Stage, workspace: WorkspaceResource, encoder: EncoderResource) -> np.ndarray:
-        return embed_with_cache(encoder.encoder, workspace.workspace.cache, self.below.node_texts(stage.artifacts),
-                                stage.embeddings, stage.progress)
+        """Each item's text (:meth:`node_texts`) embedded, averaged with its documents' centroid
+        (:data:`CENTROID_SHARE`)."""
+        art = stage.artifacts
+        texts = embed_with_cache(encoder.encoder, workspace.workspace.cache, self.below.node_texts(art),
+                                 stage.embeddings, stage.progress)
+        if not CENTROID_SHARE:
+            return texts
+        row = art.document_rows()
+        documents = hierarchy.centroids(hierarchy.normalise(art.read_matrix("doc_vectors.npy")),
+                                        [[row[d] for d in docs] for docs in self.item_documents(art)])
+        return hierarchy.normalise((1 - CENTROID_SHARE) * hierarchy.normalise(texts) + CENTROID_SHARE * documents)
+
+    def item_documents(self, art: CorpusArtifacts) -> list[list[str]]:
+        """The documents below each item (a node of the level below), in :meth:`items` order."""
+        below: dict[str, list[str]] = {}
+        for number in range(1, self.number):
+            nodes = art.final_nodes(number)
+            below = {node: list(members) if number == 1 else [d for child in members for d in below[child]]
+                     for node, members in zip(nodes["node_id"], nodes["members"])}
+        return [below[item] for item in self.items(art)[0]]
 
     def update(self, art: CorpusArtifacts, item_ids: list[str], vectors: np.ndarray, mode: RunMode,
                p: int) -> incremental.LevelUpdate:

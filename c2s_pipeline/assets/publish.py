@@ -134,7 +134,7 @@ def _texts(art: CorpusArtifacts) -> dict[str, str]:
 def _extras(forest: Forest, art: CorpusArtifacts, cards: dict[str, DocCard], vectors: np.ndarray) -> dict[str, NodeExtras]:
     extras = {n.node_id: NodeExtras() for n in forest.nodes()}
     doc_leaf = {d: n for n in forest.nodes() if n.is_leaf for d in n.members}
-    row = _doc_rows(art)
+    row = art.document_rows()
     centroids: dict[str, np.ndarray] = {}
 
     def centroid(node: Node) -> np.ndarray:
@@ -165,11 +165,6 @@ def _extras(forest: Forest, art: CorpusArtifacts, cards: dict[str, DocCard], vec
     return extras
 
 
-def _doc_rows(art: CorpusArtifacts) -> dict[str, int]:
-    """Doc id -> its row in doc_vectors.npy (documents.parquet order)."""
-    return {d: i for i, d in enumerate(art.read_table("documents.parquet")["doc_id"].to_list())}
-
-
 def _exemplars(node: Node, vectors: np.ndarray, row: dict[str, int]) -> list[str]:
     """The documents below ``node`` nearest its centroid."""
     ids = node.documents()
@@ -183,7 +178,7 @@ def _split_crowded_leaves(forest: Forest, art: CorpusArtifacts, cards: dict[str,
                           p: int, previous: dict[str, str] | None) -> tuple[dict[str, NodeExtras], list[Node]]:
     """Split the leaves whose rows do not fit one nav file into sub-groups (:mod:`..subgroups`);
     the forest's extras after the split (documents' canonical places and stubs moved with it)."""
-    row = _doc_rows(art)
+    row = art.document_rows()
     extras = _extras(forest, art, cards, vectors)
 
     def fits(node: Node) -> bool:
