@@ -208,6 +208,17 @@ def main() -> int:
     from c2s_agent.evaluation.metrics import paired_bootstrap
 
     names = [n.strip() for n in args.corpora.split(",") if n.strip()]
+    if args.constant == ROUTE_BELOW:
+        from c2s_agent.offline_navigator import ROUTE_BELOW as default
+    else:
+        default = float(getattr(holders(args.constant)[0], args.constant)) if holders(args.constant) else None
+    if default is None:
+        raise SystemExit(f"error: no navigation module defines {args.constant}")
+    if not args.compiled and args.constant != ROUTE_BELOW and all(
+            m.__name__.startswith("c2s_pipeline") for m in holders(args.constant)):
+        # set in this process it would change nothing: the trees were compiled before
+        raise SystemExit(f"error: {args.constant} is the compiler's: answer each value on trees compiled at it "
+                         "(--compiled)")
     if args.compiled:
         scores, sets = compiled_scores(args.compiled, names)
         values = list(scores)
@@ -220,12 +231,6 @@ def main() -> int:
                      "style": style[s["name"]]} for s in saved if s["corpus"] in names]
         else:
             sets, _, _ = nav_dev.prepare(names, args.cache.resolve(), recompile=False)
-    if args.constant == ROUTE_BELOW:
-        from c2s_agent.offline_navigator import ROUTE_BELOW as default
-    else:
-        default = float(getattr(holders(args.constant)[0], args.constant)) if holders(args.constant) else None
-    if default is None:
-        raise SystemExit(f"error: no navigation module defines {args.constant}")
     if args.compiled and default not in values:
         raise SystemExit(f"error: --compiled names no report at the shipped value {default:g}")
     if default not in values:
