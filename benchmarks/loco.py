@@ -123,10 +123,17 @@ def compiled_scores(pairs: str, names: list[str]) -> tuple[dict, list[dict]]:
     reports: dict[float, list[dict]] = {}
     for pair in pairs.split(","):
         value, sep, path = pair.partition("=")
-        if not sep or not path:
-            raise SystemExit(f"error: --compiled wants VALUE=REPORT pairs, got {pair!r}")
-        saved = json.loads(Path(path).read_text(encoding="utf-8"))["sets"]
-        reports.setdefault(float(value), []).extend(s for s in saved if s["corpus"] in names)
+        try:
+            number = float(value)
+        except ValueError:
+            number = None
+        if not sep or not path or number is None:
+            raise SystemExit(f"error: --compiled wants VALUE=REPORT pairs with a number for VALUE, got {pair!r}")
+        try:
+            saved = json.loads(Path(path).read_text(encoding="utf-8"))["sets"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise SystemExit(f"error: {path}: not a `nav_dev.py --json` report ({exc!r})") from exc
+        reports.setdefault(number, []).extend(s for s in saved if s["corpus"] in names)
     scores, asked = {}, {}
     for value, sets in reports.items():
         scores[value] = {s["name"]: answers(s["report"]) for s in sets}
@@ -208,14 +215,14 @@ def main() -> int:
     from c2s_agent.evaluation.metrics import paired_bootstrap
 
     names = [n.strip() for n in args.corpora.split(",") if n.strip()]
+    held = [] if args.constant == ROUTE_BELOW else holders(args.constant)
     if args.constant == ROUTE_BELOW:
         from c2s_agent.offline_navigator import ROUTE_BELOW as default
     else:
-        default = float(getattr(holders(args.constant)[0], args.constant)) if holders(args.constant) else None
+        default = float(getattr(held[0], args.constant)) if held else None
     if default is None:
         raise SystemExit(f"error: no navigation module defines {args.constant}")
-    if not args.compiled and args.constant != ROUTE_BELOW and all(
-            m.__name__.startswith("c2s_pipeline") for m in holders(args.constant)):
+    if not args.compiled and held and all(m.__name__.startswith("c2s_pipeline") for m in held):
         # set in this process it would change nothing: the trees were compiled before
         raise SystemExit(f"error: {args.constant} is the compiler's: answer each value on trees compiled at it "
                          "(--compiled)")

@@ -107,3 +107,7 @@ def test_a_compiler_constant_is_scored_from_the_reports_of_trees_compiled_at_eac
         compiled_scores(f"0={a},0={b},0.5={other}", ["x", "y"])
     with pytest.raises(SystemExit, match="VALUE=REPORT"):
         compiled_scores(f"0={a},{b}", ["x", "y"])
+    with pytest.raises(SystemExit, match="a number for VALUE"):
+        compiled_scores(f"half={a}", ["x", "y"])
+    with pytest.raises(SystemExit, match="missing.json: not a `nav_dev.py --json` report"):
+        compiled_scores(f"0={a},0.5={tmp_path / 'missing.json'}", ["x", "y"])
