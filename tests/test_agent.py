@@ -554,6 +554,31 @@ def test_navigation_that_agrees_with_no_search_list_is_left_out_of_the_fusion(se
     assert not kept.usage["navigation_lost"] and {"refund-policy", "shipping-times"} <= set(kept.fetched)
 
 
+def test_navigation_ranks_what_it_reached_the_same_whether_or_not_search_is_fused(searchable, monkeypatch):
+    """Routed, navigation's own list is ranked over the documents it reached only: a search hit it
+    did not reach is in the flat lists already, and among navigation's candidates it would shift
+    every rank-based signal of the rest."""
+    from c2s_core.navigation.engine import Engine
+
+    index = searchable / "skills" / "shipping" / "delivery" / "INDEX.md"
+    index.write_text(index.read_text().replace("- `shipping-times`", "- `elsewhere`"))  # unreachable now
+    question = "express shipping next business day"
+    seen: dict[bool, list[list[str]]] = {True: [], False: []}
+    real = Engine._fused
+
+    def spy(self, ranked, lists):
+        seen[bool(lists)].append(list(ranked))
+        return real(self, ranked, lists)
+
+    monkeypatch.setattr(Engine, "_fused", spy)
+    alone = answer(question, searchable, route=False)
+    routed = answer(question, searchable, route_below=1.01)
+    assert routed.usage["routed"] and "shipping-times" in routed.fetched and "shipping-times" not in routed.reached
+    cards_alone, cards_routed = seen[False][0], seen[True][0]  # the cards' order, before any page is read
+    assert cards_routed == cards_alone and set(cards_routed) == set(alone.reached)
+    assert set(seen[True][1]) <= set(routed.reached)  # the pages' order: navigation's documents alone
+
+
 def test_routing_without_document_vectors_fuses_bm25_alone(searchable_without_vectors):
     routed = answer("How many days do I have to request a refund?", searchable_without_vectors, route_below=1.01)
     assert [c.input["mode"] for c in routed.trace if c.tool == "search"] == ["bm25"]

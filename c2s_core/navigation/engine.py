@@ -520,12 +520,17 @@ class Engine:
         ranking of what it reached and each flat ranking are fused as lists (reciprocal ranks, each
         list counting alike, each list's first leading), both to choose the documents read and to
         order them: a document ranked high by any one list is read and stays near the top, where an
-        average of signals would sink it under documents every list ranks middling."""
+        average of signals would sink it under documents every list ranks middling.
+
+        Navigation ranks only the documents it reached: the search hits it did not reach are in
+        the flat lists already, and among its own candidates they would shift its ranks (every
+        signal is a rank within the set scored), so a document navigation alone ranks second
+        could fall to fifth and out of the fused first five."""
         if not cards or not self.budget.take():
             return [], {}
-        ids = list(cards)
+        ids = [d for d in cards if d in self.navigated]
         texts = [cards[d].text for d in ids]
-        shipped = self.view.document_vectors(ids) if CARD_VECTORS else None
+        shipped = self.view.document_vectors(ids) if CARD_VECTORS and ids else None
         card_emb = (shipped if shipped is not None else self.embed(texts)) @ self.qvec
         card_lex = bm25(self.qterms, [_terms(t) for t in texts])
         body = self._row_scores(ids)
@@ -533,7 +538,7 @@ class Engine:
         first = rrf(card_emb, card_lex, body, title, k=RRF_K, weights=[1.0, 1.0, BODY_CARD_WEIGHT, TITLE_WEIGHT])
         lists = [[h.doc_id for h in hits] for hits in flat]
         first_order = [ids[i] for i in np.argsort(-first, kind="stable")]
-        self.lost = bool(lists) and not agrees([d for d in first_order if d in self.navigated], lists)
+        self.lost = bool(lists) and not agrees(first_order, lists)
         if self.lost:
             self.notes.append(f"navigation's first {int(ROUTE_AGREE)} documents are in no search list's first five: "
                               "the search lists alone are read and ranked")
@@ -544,16 +549,16 @@ class Engine:
             page = self.view.read_document(doc_id)
             if page is not None:
                 pages[doc_id] = page
-        kept = [d for d in order if d in pages]
-        if not kept:
+        if not pages:
             return [], {}
         at = {d: i for i, d in enumerate(ids)}
+        kept = [d for d in order if d in pages and d in at]
         pick = [at[d] for d in kept]
         # A document read is scored by the vector the tree ships for it (its full card and text,
         # embedded once by the compile): the one its card was scored by when the cards were, so the
         # embedding keeps its two shares of the final fusion. A tree without vectors has its pages
         # embedded here.
-        if shipped is not None:
+        if shipped is not None or not kept:
             doc_emb = card_emb[pick]
         else:
             vectors = self.view.document_vectors(kept)
@@ -567,15 +572,15 @@ class Engine:
         return self._fused(ranked, [[d for d in ranking if d in pages] for ranking in lists]), pages
 
     def _fused(self, ranked: list[str], lists: list[list[str]]) -> list[str]:
-        """``ranked`` (navigation's order) alone, or, routed, its documents navigation reached
-        fused with the flat rankings."""
+        """``ranked`` (navigation's order of documents it reached) alone, or, routed, fused with
+        the flat rankings."""
         if not lists:
             return ranked
         if self.lost:
             return fuse_rankings(lists, ROUTE_RRF_K, firsts_lead=ROUTE_FIRSTS_LEAD)
         own = max(1.0, len(lists) * ROUTE_NAV_SHARE)
-        return fuse_rankings([[d for d in ranked if d in self.navigated], *lists], ROUTE_RRF_K,
-                             firsts_lead=ROUTE_FIRSTS_LEAD, weights=[own] + [1.0] * len(lists))
+        return fuse_rankings([ranked, *lists], ROUTE_RRF_K, firsts_lead=ROUTE_FIRSTS_LEAD,
+                             weights=[own] + [1.0] * len(lists))
 
     def _number_leaves(self, paths: list[str]) -> None:
         """The term-index numbers of leaves read that the survey did not name, looked up by
