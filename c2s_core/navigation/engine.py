@@ -27,7 +27,8 @@ navigator, the entries of the entity keys it found, each a second call after the
    the question (:func:`~c2s_core.text.title_match`), read the best :attr:`Engine.fetch`
    documents (one round) and re-rank on cards and document text together (a document's text
    by the vector the tree ships for it, :meth:`TreeView.document_vectors`). Routed, the flat
-   rankings are fused with navigation's as lists, for both the reading and the order.
+   rankings are fused with navigation's as lists, for both the reading and the order; navigation's
+   list ranks only the documents it reached.
 
 A tree whose skills stand h levels above the documents takes h + 2 rounds: the survey, h - 1
 levels of choice, the leaves, the documents; h + 1 where the skills are so few that the first
