@@ -518,10 +518,11 @@ class Engine:
     def _rank(self, cards: dict[str, Card], flat: Sequence[Sequence[SearchHit]] = ()
               ) -> tuple[list[str], dict[str, DocumentPage]]:
         """Cards first (cheap), then the best candidates' text; fused. When routed, navigation's
-        ranking of what it reached and each flat ranking are fused as lists (reciprocal ranks, each
-        list counting alike, each list's first leading), both to choose the documents read and to
-        order them: a document ranked high by any one list is read and stays near the top, where an
-        average of signals would sink it under documents every list ranks middling.
+        ranking of what it reached and each flat ranking are fused as lists (reciprocal ranks,
+        navigation's list weighing half the search lists together, each list's first leading),
+        both to choose the documents read and to order them: a document ranked high by any one
+        list is read and stays near the top, where an average of signals would sink it under
+        documents every list ranks middling.
 
         Navigation ranks only the documents it reached: the search hits it did not reach are in
         the flat lists already, and among its own candidates they would shift its ranks (every
