@@ -19,6 +19,7 @@ import polars as pl
 
 from . import hierarchy
 from .artifacts import CorpusArtifacts
+from .recipe import LEVELS, level_stages
 from c2s_core.llm.base import TASKS
 
 PUBLISHED = "published"
@@ -55,10 +56,14 @@ class RunMode:
 
 
 def build_fingerprint(spec, provider, encoder_model: str) -> dict:
-    """What a published tree depends on besides the documents: if any of it changes, rebuild."""
+    """What a published tree depends on besides the documents: if any of it changes, rebuild.
+    That includes the code versions of the stages that group the documents: a compiler that groups
+    them otherwise rebuilds the tree on its first compile instead of placing changes into a
+    grouping it would no longer make."""
     return {"p": spec.p, "k": spec.k, "tau": spec.tau, "provider": provider.name, "model": provider.model,
             "prompts": {t: provider.prompt_version(t) for t in TASKS},
-            "encoder": encoder_model}
+            "encoder": encoder_model,
+            "grouping": {s.name: s.code_version for level in LEVELS for s in level_stages(level)}}
 
 
 def published_meta(art: CorpusArtifacts) -> dict | None:

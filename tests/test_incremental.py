@@ -77,6 +77,32 @@ def test_full_flag_and_settings_change_force_a_rebuild(changed_corpus, dagster_h
     assert retuned["build"]["mode"] == "full" and "tau" in retuned["build"]["reason"]
 
 
+def test_a_tree_grouped_by_an_older_compiler_is_rebuilt_not_updated(changed_corpus, dagster_home):
+    """The published tree records the code versions of the stages that grouped it; a compiler whose
+    grouping stages changed rebuilds it rather than placing changes into the old grouping."""
+    import json
+
+    from c2s_pipeline.compiler import compile_corpus
+    from c2s_pipeline.incremental import PUBLISHED
+    from c2s_pipeline.workspace import CorpusSpec, Workspace
+
+    first, second, *_ = changed_corpus
+    spec = CorpusSpec(name="living", source=str(second.source), out=str(second.out))
+    compile_corpus(spec, Workspace(dagster_home))  # published with this compiler's settings (a test may retune)
+    meta_file = Workspace(dagster_home).artifacts("living") / PUBLISHED / "meta.json"
+    meta = json.loads(meta_file.read_text())
+    assert meta["build"]["grouping"]["clusters_l1"].startswith("clusters-")
+    meta["build"]["grouping"]["clusters_l2"] = "clusters-0"  # as an older compiler recorded it
+    meta_file.write_text(json.dumps(meta))
+    rebuilt = compile_corpus(spec, Workspace(dagster_home))
+    assert rebuilt["build"]["mode"] == "full" and rebuilt["build"]["reason"].endswith("settings changed since the "
+                                                                                      "published tree: grouping")
+    del meta["build"]["grouping"]  # a tree published before the grouping was recorded
+    meta_file.write_text(json.dumps(meta))
+    assert compile_corpus(spec, Workspace(dagster_home))["build"]["mode"] == "full"
+    assert compile_corpus(spec, Workspace(dagster_home))["build"]["mode"] == "incremental"  # recorded again
+
+
 def test_a_crash_while_rendering_leaves_the_published_tree_serving(changed_corpus, dagster_home, monkeypatch):
     from c2s_pipeline.assets import publish as publish_stage
     from c2s_pipeline.compiler import CompileError, compile_corpus
