@@ -33,6 +33,9 @@ its own: each value's answers come from a ``nav_dev.py --json`` run on trees com
 e.g. one per group of corpora run side by side)::
 
     .venv/bin/python benchmarks/loco.py --constant CENTROID_SHARE --compiled 0=text.json,0.5=mixed.json
+
+The same scores a navigation constant whose values were answered in separate runs (e.g. one per
+group of corpora, side by side) instead of in loco's own process.
 """
 
 from __future__ import annotations
@@ -205,8 +208,8 @@ def main() -> int:
     ap.add_argument("--reports", type=Path,
                     help="the sets' reports from `nav_dev.py --json`: the default's answers (taken as they were) and, "
                          "for ROUTE_BELOW, every value's")
-    ap.add_argument("--compiled", help="VALUE=REPORT,...: a compiler constant's answers, each value's from "
-                                       "`nav_dev.py --json` on trees compiled at it (replaces --values)")
+    ap.add_argument("--compiled", help="VALUE=REPORT,...: each value's answers from `nav_dev.py --json` reports "
+                                       "(a compiler constant's on trees compiled at it; replaces --values)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     if not args.values and not args.compiled:
