@@ -183,7 +183,7 @@ RECIPE: tuple[StageSpec, ...] = (
         reads=("documents", "doc_cards", *_EVERY_LEVEL), writes=("entities.parquet", "related.json"),
         resources=("workspace", "llm"), task="entities", cache_version="entities-1"),
     StageSpec(
-        "staged_tree", "publish", "publish:staged_tree", code_version="staged_tree-15",
+        "staged_tree", "publish", "publish:staged_tree", code_version="staged_tree-16",
         kinds=frozenset({"markdown"}), checks=STAGED_TREE_CHECKS,
         description=("The rendered forest (SKILL.md / INDEX.md; a leaf too crowded for one nav file split into "
                      "sub-groups), entity_index.json, term_index.txt, the document "
