@@ -64,7 +64,7 @@ from c2s_core.layout import TERM_INDEX_FILE
 from c2s_core.navrows import DocCard, group_row
 from c2s_core.navigation.engine import MAX_TERMS, Embed, Engine, Ranking
 from c2s_core.navigation.gathered import gathered_map
-from c2s_core.navigation.stats import bootstrap_groups, interval, judge
+from c2s_core.navigation.stats import EQUIVALENCE, bootstrap_groups, interval, judge
 from c2s_core.search_index import SearchIndex, hybrid_scores
 from c2s_core.term_index import TermIndex, document_terms, parse_term_index
 from c2s_core.text import clip, query_terms, sentences, sha256_hex, terms
@@ -479,8 +479,8 @@ def navigability_warnings(report: dict) -> list[str]:
     if report["verdict"] == "flat":
         probe = report["probe"]
         best = probe["flat_recall_at_5"]["best"]
-        warnings.append(f"flat retrieval is expected to beat navigating this tree (self-retrieval recall@5: "
-                        f"navigation {probe['navigation_recall_at_5']['rate']:.2f}, {best} "
+        warnings.append(f"flat retrieval is expected to beat navigating this tree by more than {EQUIVALENCE:.0%} "
+                        f"(self-retrieval recall@5: navigation {probe['navigation_recall_at_5']['rate']:.2f}, {best} "
                         f"{probe['flat_recall_at_5'][best]['rate']:.2f}); keep the agent's search routing on")
     top = report["collapse"]
     if top["collapsed"]:

@@ -227,7 +227,8 @@ def test_the_compile_summary_warns_when_flat_retrieval_is_expected_to_win(sample
     flat[NAVIGABILITY]["verdict"] = "flat"
     text = summary_text(flat, sample_tree.out, capsys)
     assert "navigability" in text and "expected winner: flat" in text
-    assert re.search(r"warning navigability: flat retrieval is expected to beat navigating this tree", text)
+    assert re.search(r"warning navigability: flat retrieval is expected to beat navigating this tree by more "
+                     r"than 5%", text)
     assert "keep the agent's search routing on" in text
 
     navigable = copy.deepcopy(sample_tree.manifest)
