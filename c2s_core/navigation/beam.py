@@ -9,8 +9,9 @@ from typing import TypeVar
 
 RRF_K = 10.0  # small k: candidate lists are short (tens), so top ranks should count
 # Routed, navigation's ranking and the search tool's fused as lists of ~10 documents: smaller still,
-# so one list's first few documents hold their place (5 against 10, leave-one-corpus-out over the
-# development corpora: as good on the Debian sets, better on WixQA; benchmarks/README.md).
+# so one list's first few documents hold their place (leave-one-corpus-out over the development
+# corpora, against 10 and against 3: every left-out corpus is given 5, or does no better at the
+# value it is given; benchmarks/README.md).
 ROUTE_RRF_K = 5.0
 # ... and each list's first document leads the fused order: a question worded as a document's body
 # is often found by bm25 alone, and its document, in no other list, sank under documents two lists
