@@ -45,9 +45,11 @@ CLEAR_LEAD, NEAR_TIE = 0.85, 0.9
 # The term index (body words) in the node fusion: a higher weight won more body-text questions
 # on development sets and lost title ones (left out, every development corpus is given 2, not 1)...
 BODY_WEIGHT = 2.0
-BODY_CARD_WEIGHT = 3.0  # ... and in ranking the documents of the leaves reached (their own words)
-# A title that restates the question (``text.title_match``), one more list in ranking them: a
-# question that names a document by its title outranks documents that merely use its words more.
+# ... and in ranking the documents of the leaves reached (their own words); a title that restates
+# the question (``text.title_match``) is one more list there: a question that names a document by
+# its title outranks documents that merely use its words more. Left out, no development corpus
+# does better at BODY_CARD_WEIGHT 2 or TITLE_WEIGHT 2 than here (benchmarks/README.md).
+BODY_CARD_WEIGHT = 3.0
 TITLE_WEIGHT = 1.0
 # The cards reached are scored by the vectors the tree ships for their documents (the compile's
 # embedding of the full card and the start of the text), not by embedding each card's row: two
@@ -61,7 +63,8 @@ TERM_LEAVES = 8  # leaves whose folders the survey looks up: those with the best
 # so the branch scores miss its leaf where the term index names it (on development trees the
 # index's best or second-best leaf held the answer to ~95% of body-text questions; weighting the
 # index more in the branch scores instead lost title questions). Only the best three rows a
-# leaf's lines name are read: the index has said which rows.
+# leaf's lines name are read: the index has said which rows. Left out, no development corpus does
+# better with the best one alone or the best three (benchmarks/README.md).
 TERM_JUMP, TERM_JUMP_ROWS = 2, 3
 
 Leaf = TypeVar("Leaf")
