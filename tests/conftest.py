@@ -109,16 +109,3 @@ def wixqa_tree(dagster_home, tmp_path_factory) -> Compiled:
 def wixqa_questions() -> list[dict]:
     requires_wixqa()
     return [json.loads(line) for line in (WIXQA / "qa_dev.jsonl").read_text().splitlines() if line.strip()]
-
-
-# The heaviest test files (their tests' summed seconds on 2 cores, 70-175 s each), first: each
-# worker takes the next file when it finishes one, so the long files start early and none runs
-# alone at the end of the suite. The other files keep their order.
-HEAVIEST_FIRST = ("test_agent.py", "test_hardening.py", "test_raptor.py", "test_navigation_parity.py",
-                  "test_compile.py", "test_scaleout.py", "test_incremental.py", "test_operations.py",
-                  "test_interrupts.py", "test_compile_llm.py")
-
-
-def pytest_collection_modifyitems(config, items):
-    rank = {name: i for i, name in enumerate(HEAVIEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's tests keep their order

@@ -305,6 +305,12 @@ def test_celery_compile_on_a_shared_postgres_instance(tmp_path):
     env = {**os.environ, "DAGSTER_HOME": str(home), "C2S_EXECUTOR": "celery", "C2S_CELERY_CONFIG": str(celery_config),
            "C2S_SHARD_SIZE": "14", "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "HF_HUB_OFFLINE": "1",
            "OMP_NUM_THREADS": "1"}
+    # The schema is made once, before the deployment's processes start (README, "The instance"):
+    # the workers and the webserver, started together on an empty database, each create it and
+    # race ("type run_tags already exists").
+    migrate = subprocess.run([BIN / "dagster", "instance", "migrate"], env=env, capture_output=True, text=True,
+                             timeout=120)
+    assert migrate.returncode == 0, migrate.stderr[-3000:]
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     services: list[Service] = []
